@@ -1,0 +1,64 @@
+# Every target runs through uv, which `make` installs on first use into .tools/.
+# Only Python 3.11 and the package registries are needed on a fresh machine.
+
+PYTHON ?= python3.11
+UV_DIR := .tools
+UV := $(UV_DIR)/bin/uv
+RUN := $(UV) run --frozen
+export UV_PYTHON_DOWNLOADS := never
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(UV):
+	$(PYTHON) -m venv $(UV_DIR)
+	$(UV_DIR)/bin/pip install --quiet --disable-pip-version-check "uv==0.13.9"
+
+.venv/.synced: $(UV) uv.lock pyproject.toml $(wildcard packages/*/pyproject.toml apps/*/pyproject.toml)
+	$(UV) sync --frozen --all-packages
+	@touch $@
+
+.PHONY: setup
+setup: .venv/.synced ## Install uv and the whole workspace
+
+.PHONY: lint
+lint: setup ## Ruff lint and format check
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+
+.PHONY: format
+format: setup ## Apply ruff fixes and formatting
+	$(RUN) ruff check --fix .
+	$(RUN) ruff format .
+
+.PHONY: typecheck
+typecheck: setup ## mypy --strict over packages/ and tests/
+	$(RUN) mypy
+
+.PHONY: unit
+unit: setup ## Run the test suites only
+	$(RUN) pytest -q
+
+.PHONY: test
+test: setup ## Lint, type-check and run every test
+	$(UV) lock --check
+	$(MAKE) --no-print-directory lint typecheck unit
+
+.PHONY: run
+run: setup ## Run the example oracle
+	$(RUN) python -m example_oracle
+
+.PHONY: bench
+bench: setup ## Run the benchmarks and print their figures
+	$(RUN) python -m benchmarks
+
+.PHONY: docs
+docs: setup ## Check the docs pages against the code (hook list, links)
+	$(RUN) pytest -q tests/test_docs.py
+
+.PHONY: clean
+clean: ## Remove the virtualenvs and caches
+	rm -rf .venv $(UV_DIR) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""Benchmarks of the oracle runtime; run them with ``make bench``."""

@@ -1,0 +1,540 @@
+"""The per-request agent build (CORE-83): tools, prompt, middleware, ``create_agent``."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+
+from oracle_core._capabilities import CapabilityCatalog, CatalogEntry, ToolView, meta_tools
+from oracle_core._context import (
+    AbortSignal,
+    Emitter,
+    History,
+    OracleRunContext,
+    RuntimeContext,
+    SessionInfo,
+    SharedState,
+    TurnBindings,
+    UserInfo,
+    _Scope,
+)
+from oracle_core._hookcall import MISSING
+from oracle_core._hooks import RouterInput, TextHook
+from oracle_core._prompt import (
+    PROMPT_SLOTS,
+    CapabilityEntry,
+    PromptInputs,
+    SystemPrompt,
+    compose_system_prompt,
+    time_line,
+)
+from oracle_core._state import TURN_STATE_KEYS, MainAgentState, ReadonlyState, apply_updates
+from oracle_core._subagents import SubAgentToolAdapter, resolve_sub_agent
+from oracle_core._tool_adapter import PluginToolAdapter
+from oracle_core._tools import PluginSubAgent, PluginTool, ToolInfo
+
+if TYPE_CHECKING:
+    from oracle_core._boot import BootedPlugin
+    from oracle_core._runtime import OracleRuntime
+
+__all__ = ["BuiltAgent", "TurnRequest"]
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """One user turn as the server hands it to the runtime.
+
+    Attributes:
+        user: The authenticated user.
+        session: The session (thread) of the turn.
+        message: The user's message (text or a message); ``None`` continues the thread.
+        state: Server-supplied state for the turn (``browser_tools``, ``ag_actions``,
+            ``editor_room_id``, …); it wins over plugin turn state.
+        abort_signal: Set by the server when the client goes away.
+    """
+
+    user: UserInfo
+    session: SessionInfo
+    message: str | BaseMessage | None = None
+    state: Mapping[str, Any] = field(default_factory=dict)
+    abort_signal: AbortSignal | None = None
+
+    def message_text(self) -> str:
+        """Text of the user's message ('' when none)."""
+        if self.message is None:
+            return ""
+        if isinstance(self.message, str):
+            return self.message
+        return str(self.message.text)
+
+
+@dataclass
+class BuiltAgent:
+    """Everything needed to run one turn.
+
+    Attributes:
+        agent: The compiled LangGraph agent.
+        input: The invocation input (the user message plus turn state).
+        context: The ``OracleRunContext`` to pass as ``context=``.
+        config: ``RunnableConfig`` with ``thread_id = session.id``.
+        prompt: The composed system prompt and its sections.
+        tools: The LangChain tools bound to the agent.
+        tool_infos: Every bound tool, by name.
+        degraded: ``(plugin, what failed)`` for this build.
+        preloaded_plugins: Plugins the capability router preloaded for this turn.
+    """
+
+    agent: Any
+    input: dict[str, Any]
+    context: OracleRunContext
+    config: RunnableConfig
+    prompt: SystemPrompt
+    tools: list[Any]
+    tool_infos: dict[str, ToolInfo]
+    degraded: list[tuple[str, str]]
+    preloaded_plugins: frozenset[str]
+
+
+async def _resolve_text(hook: TextHook | None, ctx: RuntimeContext[Any]) -> str | None:
+    if hook is None or isinstance(hook, str):
+        return hook
+    value = hook(ctx)
+    if inspect.isawaitable(value):
+        value = await value
+    return value if isinstance(value, str) else None
+
+
+async def _load_snapshot(saver: Any, thread_id: str, logger: logging.Logger) -> dict[str, Any]:
+    try:
+        found = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
+    except Exception:
+        logger.exception("checkpoint read failed; the turn runs on empty state")
+        return {}
+    if found is None:
+        return {}
+    return dict(found.checkpoint.get("channel_values") or {})
+
+
+class AgentBuilder:
+    """Builds the main agent for one request from a booted runtime."""
+
+    def __init__(self, runtime: OracleRuntime) -> None:
+        self.rt = runtime
+
+    def _base_context(
+        self,
+        turn: TurnRequest,
+        state: Mapping[str, Any],
+        always: frozenset[str],
+        shared: SharedState,
+    ) -> RuntimeContext[Any]:
+        rt = self.rt
+        services = rt.ambient
+        view = ReadonlyState(state)
+        ctx: RuntimeContext[Any] = RuntimeContext(
+            config=rt.config,
+            plugin_config=None,
+            identity=rt.identity,
+            available_plugins=rt.available_plugins,
+            logger=rt.logger,
+            user=turn.user,
+            session=turn.session,
+            history=History(view.messages, view),
+            loaded_plugins=view.loaded_plugins | always,
+            secrets=services.secrets.for_user(turn.user),
+            blob_store=services.blob_store,
+            matrix=services.matrix.for_user(turn.user),
+            ucan=services.ucan.for_user(turn.user),
+            llm=services.llm,
+            emit=Emitter(services.events, turn.session, turn.user.did),
+            shared=shared,
+            abort_signal=turn.abort_signal or AbortSignal(),
+            _scope=_Scope(rt.plugin_configs, rt.logger),
+        )
+        return ctx.with_state(state)
+
+    async def _route(
+        self, turn: TurnRequest, loaded: frozenset[str], ctx: RuntimeContext[Any]
+    ) -> frozenset[str]:
+        router = self.rt.hooks.capability_router
+        if router is None:
+            return frozenset()
+        on_demand = {
+            b.name: b.manifest
+            for b in self.rt.booted
+            if b.manifest.visibility == "on-demand" and b.name not in loaded
+        }
+        text = turn.message_text()
+        if not on_demand or not text:
+            return frozenset()
+        try:
+            names = list(await router(RouterInput(text, loaded, on_demand)))
+        except Exception:
+            self.rt.logger.exception("capability router failed; no plugins preloaded")
+            return frozenset()
+        chosen = [n for n in dict.fromkeys(names) if n in on_demand]
+        ignored = [n for n in names if n not in on_demand]
+        if ignored:
+            self.rt.logger.warning(
+                "capability router returned names that are not loadable on-demand plugins: %s",
+                ", ".join(ignored),
+            )
+        if chosen and ctx.emit is not None:
+            ctx.emit.router({"preloaded": chosen})
+        return frozenset(chosen)
+
+    async def _turn_state(self, ctx: RuntimeContext[Any]) -> dict[str, Any]:
+        merged: dict[str, Any] = {}
+        for entry in self.rt.booted:
+            if not self.rt.caller.implements(entry.name, "get_turn_state"):
+                continue
+            try:
+                values = await self.rt.caller.call(
+                    entry.name, "get_turn_state", rt_ctx=ctx.for_plugin(entry.name)
+                )
+            except Exception:
+                ctx.logger.exception("get_turn_state of plugin '%s' failed", entry.name)
+                continue
+            for key, value in dict(values or {}).items():
+                if key in TURN_STATE_KEYS:
+                    merged[key] = value
+                else:
+                    ctx.logger.warning(
+                        "plugin '%s' get_turn_state returned key '%s', which plugins may not "
+                        "set; dropped",
+                        entry.name,
+                        key,
+                    )
+        return merged
+
+    async def _request_contributions(self, ctx: RuntimeContext[Any]) -> dict[str, dict[str, Any]]:
+        hooks = ("get_request_tools", "get_request_sub_agents", "get_prompt_blocks")
+        calls: list[tuple[str, str]] = [
+            (b.name, hook)
+            for b in self.rt.booted
+            for hook in hooks
+            if self.rt.caller.implements(b.name, hook)
+        ]
+
+        async def run(plugin: str, hook: str) -> Any:
+            return await self.rt.caller.call(plugin, hook, rt_ctx=ctx.for_plugin(plugin))
+
+        results = await asyncio.gather(*(run(p, h) for p, h in calls), return_exceptions=True)
+        out: dict[str, dict[str, Any]] = {}
+        for (plugin, hook), result in zip(calls, results, strict=True):
+            if isinstance(result, asyncio.CancelledError):
+                raise result
+            out.setdefault(plugin, {})[hook] = result
+        return out
+
+    async def build(self, turn: TurnRequest) -> BuiltAgent:
+        """Build the agent for ``turn`` (CORE-83 steps 1-9)."""
+        from langchain.agents import create_agent
+
+        rt = self.rt
+        logger = rt.logger
+        saver = await rt.hooks.checkpointer_for_user(turn.user.did)  # type: ignore[misc]
+        snapshot = await _load_snapshot(saver, turn.session.id, logger)
+        always = rt.always_plugins
+        shared = SharedState(rt.registries.shared_state, None, logger)
+        ctx = self._base_context(turn, snapshot, always, shared)
+        thread_loaded = ctx.history.state.loaded_plugins
+        preloaded = await self._route(turn, thread_loaded, ctx)
+
+        turn_state = await self._turn_state(ctx)
+        turn_state.update({k: v for k, v in turn.state.items() if k != "messages"})
+        if turn_state:
+            ctx = ctx.with_state(apply_updates(snapshot, turn_state))
+
+        contributions = await self._request_contributions(ctx)
+        degraded: list[tuple[str, str]] = []
+        tools, static_ids, infos = self._assemble(ctx, contributions, degraded, saver, preloaded)
+        prompt = await self._prompt(ctx, thread_loaded, contributions, degraded)
+        model = (
+            rt.hooks.resolve_model("main")
+            if rt.hooks.resolve_model is not None
+            else rt.ambient.llm.get("main")
+        )
+        static = [(i, t) for i, t in enumerate(tools) if id(t) in static_ids]
+        per_turn = [(i, t) for i, t in enumerate(tools) if id(t) not in static_ids]
+
+        def compile_agent(model: Any, bound: list[Any]) -> Any:
+            return create_agent(
+                model,
+                bound,
+                middleware=[*rt.framework_middleware, *rt.plugin_middleware],
+                state_schema=MainAgentState,
+                context_schema=OracleRunContext,
+                name="oracle-main",
+            )
+
+        shared_agent = rt.agent_cache.get_or_compile(model, static, per_turn, compile_agent)
+        agent = shared_agent.copy(update={"checkpointer": saver})
+        bindings = TurnBindings(
+            system_prompt=prompt.text,
+            tool_infos=infos,
+            tools={t.name: t for _, t in per_turn},
+        )
+        context = OracleRunContext(
+            user_did=turn.user.did,
+            session_id=turn.session.id,
+            request_id=turn.session.request_id,
+            client=turn.session.client,
+            ws_id=turn.session.ws_id,
+            room_id=turn.session.room_id,
+            timezone=turn.user.timezone,
+            current_time=turn.user.current_time,
+            preloaded_plugins=preloaded,
+            runtime_context=ctx,
+            turn=bindings,
+        )
+        agent_input: dict[str, Any] = {
+            "config": {"did": turn.user.did, "ws_id": turn.session.ws_id},
+            "client": turn.session.client,
+            **turn_state,
+        }
+        if turn.message is not None:
+            message = turn.message
+            agent_input["messages"] = [
+                HumanMessage(content=message) if isinstance(message, str) else message
+            ]
+        config: RunnableConfig = {
+            "configurable": {"thread_id": turn.session.id},
+            "recursion_limit": rt.recursion_limit,
+        }
+        return BuiltAgent(
+            agent=agent,
+            input=agent_input,
+            context=context,
+            config=config,
+            prompt=prompt,
+            tools=tools,
+            tool_infos=infos,
+            degraded=degraded,
+            preloaded_plugins=preloaded,
+        )
+
+    def _assemble(
+        self,
+        ctx: RuntimeContext[Any],
+        contributions: Mapping[str, Mapping[str, Any]],
+        degraded: list[tuple[str, str]],
+        saver: Any,
+        preloaded: frozenset[str],
+    ) -> tuple[list[Any], set[int], dict[str, ToolInfo]]:
+        """Meta-tools, then per plugin: boot, request and sub-agent tools (CORE-83 step 6)."""
+        rt = self.rt
+        logger = rt.logger
+        owners: dict[str, str] = {}
+        per_plugin: list[tuple[BootedPlugin, list[PluginTool], list[Any]]] = []
+        stamp = time_line(ctx.user.timezone, ctx.user.current_time)
+        # Boot-time names are claimed first: a request-time tool never displaces one,
+        # whatever the plugin order (CORE-41: boot-time before request-time).
+        for entry in rt.booted:
+            owners.update(dict.fromkeys((t.name for t in entry.tools), entry.name))
+            owners.update(dict.fromkeys((s.tool_name for s in entry.sub_agents), entry.name))
+        for entry in rt.booted:
+            degraded.extend((entry.name, failure) for failure in entry.boot_failures)
+            got = contributions.get(entry.name, {})
+            plugin_tools: list[PluginTool] = list(entry.tools)
+            subs: list[tuple[PluginSubAgent, bool]] = [(s, False) for s in entry.sub_agents]
+            req_tools = got.get("get_request_tools", MISSING)
+            if isinstance(req_tools, BaseException):
+                logger.error(
+                    "get_request_tools of plugin '%s' failed: %s",
+                    entry.name,
+                    req_tools,
+                    exc_info=req_tools,
+                )
+                degraded.append((entry.name, "request tools"))
+            elif req_tools is not MISSING and req_tools:
+                for tool in req_tools:
+                    if not self._claim(owners, tool.name, entry.name, logger):
+                        continue
+                    plugin_tools.append(tool)
+            req_subs = got.get("get_request_sub_agents", MISSING)
+            if isinstance(req_subs, BaseException):
+                logger.error(
+                    "get_request_sub_agents of plugin '%s' failed: %s",
+                    entry.name,
+                    req_subs,
+                    exc_info=req_subs,
+                )
+                degraded.append((entry.name, "request sub-agents"))
+            elif req_subs is not MISSING and req_subs:
+                for sub in req_subs:
+                    if self._claim(owners, sub.tool_name, entry.name, logger):
+                        subs.append((sub, True))
+            adapters: list[Any] = []
+            scoped = ctx.for_plugin(entry.name)
+            for spec, _ in subs:
+                try:
+                    resolved = resolve_sub_agent(spec, entry.name, scoped)
+                except Exception:
+                    logger.exception(
+                        "sub-agent '%s' of plugin '%s' failed to initialise", spec.name, entry.name
+                    )
+                    degraded.append((entry.name, f"sub-agent {spec.name}"))
+                    continue
+                adapters.append(
+                    SubAgentToolAdapter.build(
+                        resolved,
+                        title=entry.manifest.title,
+                        checkpointer=saver,
+                        time_line=stamp,
+                        logger=logger,
+                    )
+                )
+            per_plugin.append((entry, plugin_tools, adapters))
+
+        entries: dict[str, CatalogEntry] = {}
+        infos: dict[str, ToolInfo] = {}
+        bound: list[Any] = []
+        plugin_bound: list[Any] = []
+        static_ids: set[int] = set()
+        for entry, plugin_tools, adapters in per_plugin:
+            views: list[ToolView] = []
+            default_vis = entry.manifest.visibility
+            on_demand = False
+            for tool in plugin_tools:
+                adapter, is_static = rt.tool_adapter(entry.name, entry.manifest.title, tool)
+                plugin_bound.append(adapter)
+                if is_static:
+                    static_ids.add(id(adapter))
+                vis = tool.visibility or default_vis
+                on_demand |= vis == "on-demand"
+                infos[tool.name] = ToolInfo(
+                    name=tool.name, owner=entry.name, visibility=vis, effect=tool.effect
+                )
+                views.append(ToolView(tool.name, adapter.description, tool.effect))
+            for adapter in adapters:
+                spec = adapter.resolved.spec
+                plugin_bound.append(adapter)
+                vis = spec.visibility or default_vis
+                on_demand |= vis == "on-demand"
+                infos[adapter.name] = ToolInfo(name=adapter.name, owner=entry.name, visibility=vis)
+                views.append(ToolView(adapter.name, adapter.description))
+            entries[entry.name] = CatalogEntry(
+                name=entry.name,
+                manifest=entry.manifest,
+                operating_guide=entry.plugin.operating_guide,
+                tools=tuple(views),
+                has_on_demand_tools=on_demand,
+            )
+        catalog = CapabilityCatalog(entries=entries, preloaded=preloaded)
+        meta_infos: dict[str, ToolInfo] = {}
+        for meta in meta_tools(catalog):
+            bound.append(PluginToolAdapter.from_plugin_tool(meta, owner=None, title=None))
+            meta_infos[meta.name] = ToolInfo(name=meta.name, owner=None, visibility="always")
+        bound.extend(plugin_bound)
+        return bound, static_ids, {**meta_infos, **infos}
+
+    @staticmethod
+    def _claim(owners: dict[str, str], name: str, plugin: str, logger: logging.Logger) -> bool:
+        """CORE-41: a request-time name already assembled is dropped, the build goes on."""
+        other = owners.get(name)
+        if other is None and name not in ("list_capabilities", "load_capability"):
+            owners[name] = plugin
+            return True
+        logger.error(
+            "boot.registry.tool_collision: request-time tool '%s' of plugin '%s' collides "
+            "with '%s'; dropped for this build",
+            name,
+            plugin,
+            other or "oracle-core (meta-tool)",
+        )
+        return False
+
+    async def _prompt(
+        self,
+        ctx: RuntimeContext[Any],
+        thread_loaded: frozenset[str],
+        contributions: Mapping[str, Mapping[str, Any]],
+        degraded: list[tuple[str, str]],
+    ) -> SystemPrompt:
+        rt = self.rt
+        logger = rt.logger
+        blocks: dict[str, str] = {}
+        block_owner: dict[str, str] = {}
+        for entry in rt.booted:
+            result = contributions.get(entry.name, {}).get("get_prompt_blocks", MISSING)
+            if result is MISSING or not result:
+                continue
+            if isinstance(result, BaseException):
+                logger.error(
+                    "get_prompt_blocks of plugin '%s' failed: %s",
+                    entry.name,
+                    result,
+                    exc_info=result,
+                )
+                degraded.append((entry.name, "prompt blocks"))
+                continue
+            for slot, text in dict(result).items():
+                if slot not in PROMPT_SLOTS:
+                    logger.warning(
+                        "plugin '%s' filled unknown prompt slot '%s'; ignored", entry.name, slot
+                    )
+                    continue
+                if slot in block_owner:
+                    logger.warning(
+                        "prompt slot '%s' filled by '%s' and '%s'; '%s' wins",
+                        slot,
+                        block_owner[slot],
+                        entry.name,
+                        entry.name,
+                    )
+                blocks[slot], block_owner[slot] = text, entry.name
+        hooks = rt.hooks
+        texts = await asyncio.gather(
+            *(
+                _resolve_text(h, ctx)
+                for h in (
+                    hooks.operational_mode,
+                    hooks.editor_section,
+                    hooks.composio_context,
+                    hooks.user_secrets_context,
+                    hooks.degraded_services_block,
+                )
+            )
+        )
+        secret_names: list[str] = []
+        if ctx.secrets is not None and texts[3] is None:
+            try:
+                secret_names = [s.name for s in await ctx.secrets.get_index()]
+            except Exception:
+                logger.exception("reading the user's secret index failed")
+        state = ctx.history.state
+        entries = [
+            CapabilityEntry(
+                name=b.name, manifest=b.manifest, operating_guide=b.plugin.operating_guide
+            )
+            for b in rt.booted
+        ]
+        return compose_system_prompt(
+            PromptInputs(
+                config=rt.oracle_config,
+                plugins=entries,
+                loaded_plugins=thread_loaded,
+                user_context=state.user_context,
+                timezone=ctx.user.timezone,
+                current_time=ctx.user.current_time,
+                current_entity_did=state.get("current_entity_did"),
+                secret_names=secret_names,
+                user_secrets_context=texts[3],
+                user_preferences=state.user_preferences,
+                plugin_blocks=blocks,
+                operational_mode=texts[0],
+                editor_section=texts[1],
+                composio_context=texts[2],
+                client=ctx.session.client,
+                degraded=degraded,
+                degraded_services_block=texts[4],
+            )
+        )

@@ -1,0 +1,239 @@
+"""Plugin manifests: the model, the hard and soft validation rules, and overrides."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "Category",
+    "ManifestExample",
+    "ManifestValidationResult",
+    "PluginManifest",
+    "Stability",
+    "Visibility",
+    "apply_manifest_override",
+    "validate_manifest",
+]
+
+Visibility = Literal["always", "on-demand", "silent"]
+Category = Literal[
+    "data",
+    "communication",
+    "automation",
+    "memory",
+    "integration",
+    "ui",
+    "auth",
+    "observability",
+    "core",
+]
+Stability = Literal["stable", "beta", "experimental"]
+
+SUMMARY_MAX = 120
+WHEN_TO_USE_MAX_ENTRIES = 8
+WHEN_TO_USE_MAX_CHARS = 100
+WHEN_NOT_TO_USE_MAX_ENTRIES = 4
+WHEN_NOT_TO_USE_MAX_CHARS = 80
+EXAMPLES_MAX = 3
+
+
+class _ManifestModel(BaseModel):
+    # snake_case in Python, camelCase accepted because manifests are often ported from TypeScript.
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        str_strip_whitespace=False,
+    )
+
+
+class ManifestExample(_ManifestModel):
+    """One worked example: what a user says and which tool answers it.
+
+    Attributes:
+        user: The user's words.
+        thought: Optional reasoning the model could follow.
+        tool: Name of a tool or ``call_…`` sub-agent tool of the same plugin.
+        args: Arguments of the call, rendered as compact JSON in the prompt.
+    """
+
+    user: str
+    thought: str | None = None
+    tool: str
+    args: dict[str, Any] | None = None
+
+
+class PluginManifest(_ManifestModel):
+    """What the model and the operator learn about a plugin.
+
+    Field names are snake_case; the TypeScript camelCase spellings (``whenToUse``) are
+    accepted on input and produced by ``model_dump(by_alias=True)``.
+    """
+
+    title: str
+    summary: str
+    when_to_use: list[str] = []
+    when_not_to_use: list[str] = []
+    examples: list[ManifestExample] = []
+    tags: list[str] = []
+    category: Category | None = None
+    visibility: Visibility = "on-demand"
+    stability: Stability | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        """The manifest as the model reads it: camelCase keys, unset optionals dropped."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+@dataclass(frozen=True)
+class ManifestValidationResult:
+    """Outcome of ``validate_manifest``.
+
+    Attributes:
+        valid: True when no hard rule failed.
+        errors: Hard-rule messages, ``[boot-error] [plugin] path: text``.
+        warnings: Soft-rule messages, ``[boot-warning] [plugin] path: text``.
+        manifest: The parsed manifest when the structure was valid.
+    """
+
+    valid: bool
+    errors: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    manifest: PluginManifest | None = field(default=None, compare=False)
+
+
+def _pydantic_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else part
+    return path or "manifest"
+
+
+def parse_manifest(
+    manifest: PluginManifest | Mapping[str, Any], plugin_name: str
+) -> tuple[PluginManifest | None, list[str]]:
+    """Parse a manifest into the model, turning pydantic errors into boot messages."""
+    if isinstance(manifest, PluginManifest):
+        return manifest, []
+    checked: object = manifest  # plugins are untyped code: check, don't trust the annotation
+    if not isinstance(checked, Mapping):
+        return None, [f"[boot-error] [{plugin_name}] manifest: expected a mapping"]
+    try:
+        return PluginManifest.model_validate(dict(manifest)), []
+    except ValidationError as exc:
+        errors = []
+        for err in exc.errors():
+            path = _pydantic_path(err["loc"])
+            errors.append(f"[boot-error] [{plugin_name}] {path}: {err['msg']}")
+        return None, errors
+
+
+def validate_manifest(
+    manifest: PluginManifest | Mapping[str, Any],
+    plugin_name: str,
+    tool_names: Collection[str] | None = None,
+) -> ManifestValidationResult:
+    """Check a manifest against every hard and soft rule of CORE-21.
+
+    Args:
+        manifest: A ``PluginManifest`` or a mapping in either key style.
+        plugin_name: Owner, used in the messages.
+        tool_names: The plugin's boot-time tool and ``call_…`` names; ``None`` skips the
+            example cross-check, and so does an empty set (tools that only arrive per
+            request cannot be checked at boot).
+
+    Returns:
+        The result; it never raises for bad input.
+    """
+    parsed, errors = parse_manifest(manifest, plugin_name)
+    if parsed is None:
+        return ManifestValidationResult(valid=False, errors=tuple(errors))
+    warnings: list[str] = []
+
+    def hard(path: str, text: str) -> None:
+        errors.append(f"[boot-error] [{plugin_name}] {path}: {text}")
+
+    def soft(path: str, text: str) -> None:
+        warnings.append(f"[boot-warning] [{plugin_name}] {path}: {text}")
+
+    if not parsed.title.strip():
+        hard("title", "must not be empty")
+    if not parsed.summary.strip():
+        hard("summary", "must not be empty")
+    elif len(parsed.summary) > SUMMARY_MAX:
+        soft("summary", f"is {len(parsed.summary)} characters; keep it under {SUMMARY_MAX}")
+
+    usable_when = [w for w in parsed.when_to_use if w.strip()]
+    if parsed.visibility != "silent" and not usable_when:
+        article = "an" if parsed.visibility.startswith(("a", "o")) else "a"
+        hard(
+            "when_to_use",
+            f"must list at least one entry for {article} {parsed.visibility} plugin",
+        )
+    if len(parsed.when_to_use) > WHEN_TO_USE_MAX_ENTRIES:
+        soft("when_to_use", f"has {len(parsed.when_to_use)} entries; keep at most 8")
+    for i, entry in enumerate(parsed.when_to_use):
+        if len(entry) > WHEN_TO_USE_MAX_CHARS:
+            soft(f"when_to_use[{i}]", f"is {len(entry)} characters; keep it under 100")
+    if len(parsed.when_not_to_use) > WHEN_NOT_TO_USE_MAX_ENTRIES:
+        soft("when_not_to_use", f"has {len(parsed.when_not_to_use)} entries; keep at most 4")
+    for i, entry in enumerate(parsed.when_not_to_use):
+        if len(entry) > WHEN_NOT_TO_USE_MAX_CHARS:
+            soft(f"when_not_to_use[{i}]", f"is {len(entry)} characters; keep it under 80")
+    if len(parsed.examples) > EXAMPLES_MAX:
+        soft("examples", f"has {len(parsed.examples)} entries; keep at most 3")
+    if tool_names:
+        known = set(tool_names)
+        for i, example in enumerate(parsed.examples):
+            if example.tool not in known:
+                hard(
+                    f"examples[{i}].tool",
+                    f"'{example.tool}' is not a tool of this plugin "
+                    f"(known: {', '.join(sorted(known))})",
+                )
+    for i, tag in enumerate(parsed.tags):
+        if tag != tag.lower():
+            hard(f"tags[{i}]", f"'{tag}' must be lower case")
+
+    return ManifestValidationResult(
+        valid=not errors, errors=tuple(errors), warnings=tuple(warnings), manifest=parsed
+    )
+
+
+def _field_name(key: str) -> str | None:
+    for name, info in PluginManifest.model_fields.items():
+        if key in (name, info.alias):
+            return name
+    return None
+
+
+def apply_manifest_override(
+    manifest: PluginManifest, override: Mapping[str, Any], plugin_name: str
+) -> tuple[PluginManifest | None, list[str]]:
+    """Shallow-merge a partial manifest into ``manifest`` (CORE-24).
+
+    ``None`` values are ignored, lists and dicts replace wholesale, either key style is
+    accepted. Returns the merged manifest (not yet rule-checked) or the hard errors.
+    """
+    merged = manifest.model_dump()
+    errors: list[str] = []
+    for key, value in override.items():
+        name = _field_name(key)
+        if name is None:
+            errors.append(
+                f"[boot-error] [{plugin_name}] manifest_overrides.{key}: unknown manifest field"
+            )
+        elif value is not None:
+            merged[name] = value
+    if errors:
+        return None, errors
+    return parse_manifest(merged, plugin_name)

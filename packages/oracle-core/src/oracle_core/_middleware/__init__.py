@@ -1,0 +1,34 @@
+"""The framework middleware of the main agent and the contract for plugin middleware.
+
+``create_agent`` receives them in the order of CORE-76: ``capability-gate``,
+``tool-validation``, ``tool-repetition-guard``, ``tool-retry``, then ``page-context`` and
+``safety-guardrail`` when their host hooks are set, then plugin middleware wrapped by
+``wrap_plugin_middleware``. The first ``wrap_*`` hook in the list is the outermost.
+"""
+
+from __future__ import annotations
+
+from oracle_core._middleware.contract import (
+    RESERVED_MIDDLEWARE_NAMES,
+    check_plugin_middleware,
+    wrap_plugin_middleware,
+)
+from oracle_core._middleware.gate import CapabilityGateMiddleware
+from oracle_core._middleware.page_context import PageContextMiddleware
+from oracle_core._middleware.repetition import ToolRepetitionGuardMiddleware
+from oracle_core._middleware.retry import ToolRetryMiddleware
+from oracle_core._middleware.safety import DEFAULT_REFUSAL, SafetyGuardrailMiddleware
+from oracle_core._middleware.validation import ToolValidationMiddleware
+
+__all__ = [
+    "DEFAULT_REFUSAL",
+    "RESERVED_MIDDLEWARE_NAMES",
+    "CapabilityGateMiddleware",
+    "PageContextMiddleware",
+    "SafetyGuardrailMiddleware",
+    "ToolRepetitionGuardMiddleware",
+    "ToolRetryMiddleware",
+    "ToolValidationMiddleware",
+    "check_plugin_middleware",
+    "wrap_plugin_middleware",
+]

@@ -1,0 +1,468 @@
+"""System prompt composition (§10, CORE-65 … 75).
+
+The prompt is rebuilt on every agent build from sixteen sections in a fixed order. Every
+input arrives already resolved (hooks awaited, plugin blocks merged, state read), so
+composing is a pure function: the same inputs, with a fixed clock, give the same text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+from zoneinfo import ZoneInfo
+
+from oracle_core._config import OracleConfig
+from oracle_core._manifest import PluginManifest
+from oracle_core._state import USER_CONTEXT_SLOTS
+from oracle_core._tokens import count_tokens, estimate_tokens
+
+__all__ = [
+    "CAPABILITY_BUDGET_TOKENS",
+    "DEFAULT_OPERATIONAL_MODE",
+    "PROMPT_SLOTS",
+    "CapabilityEntry",
+    "PromptInputs",
+    "PromptSection",
+    "PromptSlot",
+    "SystemPrompt",
+    "capability_block",
+    "capability_budget",
+    "compose_system_prompt",
+    "identity_line",
+    "tier1_entry",
+    "time_line",
+]
+
+PromptSlot = Literal["operational_mode", "editor_section", "composio_context"]
+"""Slots a plugin may fill through ``get_prompt_blocks`` (CORE-74)."""
+
+PROMPT_SLOTS: tuple[str, ...] = ("operational_mode", "editor_section", "composio_context")
+"""The values of ``PromptSlot``, for checking plugin output at run time."""
+
+CAPABILITY_BUDGET_TOKENS = 5000
+"""Estimated Tier-1 tokens above which boot logs ``boot.prompt.capability_budget_exceeded``."""
+
+DEFAULT_OPERATIONAL_MODE = (
+    "General: help with whatever the user asks, using the capabilities available to you."
+)
+"""Section 12 text when neither a plugin block nor ``hooks.operational_mode`` sets one."""
+
+CAPABILITIES_HEADING = "## Available Capabilities"
+CUSTOM_INSTRUCTIONS_HEADING = "## Custom Instructions"
+
+# Sections 4 and 6 are sent on every model call of every turn, so each line must earn its
+# tokens; the wording is not normative (CORE-70), only what the bullets cover.
+OPERATING_PRINCIPLES = """## Operating Principles
+- Before saying something is impossible, check `list_capabilities()` and load what fits.
+- If a request is ambiguous, ask one short question instead of guessing.
+- Base answers on tool results and report what they returned; never invent results.
+- When something fails, say so plainly and what the user can do about it.
+- Sub-agents see none of this conversation: give each a complete, self-contained task \
+with every fact, id and the expected output.
+- Finish the task, then stop."""
+
+WORKING_WITH_FILES = """## Working with Files
+- Uploads and attachments reach you as references; open them with your tools before \
+answering about them, and never guess their contents.
+- For a file you create, give the user its name or link instead of pasting its contents."""
+
+SLACK_FORMATTING = """## Slack Formatting
+This conversation is in Slack. Use only Slack mrkdwn: *bold*, _italic_, `code`, \
+code blocks, bullet lists and <url|text> links. No markdown tables or # headings; \
+use short lists instead."""
+
+_ON_DEMAND_NOTE = (
+    "More capabilities can be loaded on demand: call `list_capabilities()` to see them, then "
+    "load everything you need in ONE `load_capability` call passing `names`."
+)
+
+_USER_CONTEXT_LABELS: Mapping[str, str] = {
+    "identity": "Who they are",
+    "work": "Work",
+    "goals": "Goals",
+    "interests": "Interests",
+    "relationships": "Relationships",
+    "recent": "Recently",
+}
+
+_PREFERENCE_LABELS: Mapping[str, str] = {
+    "agent_name": "Your name",
+    "language": "Language",
+    "tone": "Tone",
+    "formality": "Formality",
+    "custom_instructions": "Their instructions",
+}
+
+
+@dataclass(frozen=True)
+class CapabilityEntry:
+    """One included plugin as the prompt sees it.
+
+    Attributes:
+        name: Plugin name.
+        manifest: The merged manifest (after ``manifest_overrides``).
+        operating_guide: The plugin's ``operating_guide``, if any.
+        has_on_demand_tools: Whether the plugin owns ``on-demand`` tools; informational,
+            the prompt does not use it.
+    """
+
+    name: str
+    manifest: PluginManifest
+    operating_guide: str | None = None
+    has_on_demand_tools: bool = False
+
+
+@dataclass(frozen=True)
+class PromptInputs:
+    """Everything one build's system prompt is made of, already resolved.
+
+    Attributes:
+        config: The oracle's identity config.
+        plugins: All included plugins in topological order, any visibility.
+        loaded_plugins: ``state.loaded_plugins``; router preloads are not included, so
+            they get no operating guide (CORE-71).
+        user_context: Memory slots (``identity``, ``work``, ``goals``, ``interests``,
+            ``relationships``, ``recent``).
+        timezone: ``user.timezone``; an invalid IANA name means UTC.
+        current_time: ``user.current_time`` (ISO 8601); else now in the zone.
+        now: Clock for "now", for deterministic output; a naive value is taken as UTC.
+        current_entity_did: The entity the user works in.
+        secret_names: Names from the user's secret index; values never reach here.
+        user_secrets_context: ``hooks.user_secrets_context``; replaces the name bullets.
+        user_preferences: ``state.user_preferences``.
+        plugin_blocks: ``PromptSlot`` → text, merged from ``get_prompt_blocks``.
+        operational_mode: ``hooks.operational_mode``.
+        editor_section: ``hooks.editor_section``.
+        composio_context: ``hooks.composio_context``.
+        client: ``session.client``: ``portal``, ``matrix`` or ``slack``.
+        degraded: ``(plugin, what failed)`` for each contribution that failed this build.
+        degraded_services_block: ``hooks.degraded_services_block``.
+    """
+
+    config: OracleConfig
+    plugins: Sequence[CapabilityEntry]
+    loaded_plugins: frozenset[str] = frozenset()
+    user_context: Mapping[str, str | None] = field(default_factory=dict)
+    timezone: str | None = None
+    current_time: str | None = None
+    now: datetime | None = None
+    current_entity_did: str | None = None
+    secret_names: Sequence[str] = ()
+    user_secrets_context: str | None = None
+    user_preferences: Mapping[str, Any] | None = None
+    plugin_blocks: Mapping[str, str] = field(default_factory=dict)
+    operational_mode: str | None = None
+    editor_section: str | None = None
+    composio_context: str | None = None
+    client: str = "portal"
+    degraded: Sequence[tuple[str, str]] = ()
+    degraded_services_block: str | None = None
+
+
+@dataclass(frozen=True)
+class PromptSection:
+    """One present section of the system prompt.
+
+    Attributes:
+        number: Position in the CORE-65 table, 1 … 16.
+        key: Stable short name, e.g. ``capability_block`` or ``time``.
+        text: The section as it appears in the prompt.
+    """
+
+    number: int
+    key: str
+    text: str
+
+
+@dataclass(frozen=True)
+class SystemPrompt:
+    """A composed system prompt and the sections it was built from.
+
+    Attributes:
+        text: The full prompt: the sections joined by one blank line.
+        sections: The present sections, in order.
+    """
+
+    text: str
+    sections: tuple[PromptSection, ...]
+
+    def token_report(self) -> dict[str, int]:
+        """Real o200k_base token counts per section, in order, plus ``total``.
+
+        ``total`` counts the full text, so it can differ from the sum of the sections by
+        the few tokens the blank-line separators add or merge.
+        """
+        report = {section.key: count_tokens(section.text) for section in self.sections}
+        report["total"] = count_tokens(self.text)
+        return report
+
+
+def _text(value: str | None) -> str | None:
+    # Hooks and plugins often return "" for "nothing this turn"; treat blank as absent.
+    if value is None or not value.strip():
+        return None
+    return value.strip()
+
+
+def _titled(heading: str, body: str) -> str:
+    # Hook and plugin blocks ported from the TypeScript runtime usually carry their own
+    # "## ..." heading; adding ours on top would print two.
+    if body.startswith("## "):
+        return body
+    return f"{heading}\n{body}"
+
+
+def identity_line(config: OracleConfig) -> str:
+    """Section 1: ``prompt.opening`` verbatim, else the CORE-67 fallback.
+
+    Args:
+        config: The oracle config.
+
+    Returns:
+        For example ``You are Ada, an AI agent operated by Acme. Helps with research.``
+    """
+    if config.prompt.opening is not None:
+        return config.prompt.opening
+    name = config.name.strip()
+    org = _text(config.org)
+    description = _text(config.description)
+    line = f"You are {name}, an AI agent operated by {org}." if org else f"You are {name}."
+    if description:
+        end = "" if description.endswith((".", "!", "?")) else "."
+        line = f"{line} {description}{end}"
+    return line
+
+
+def tier1_entry(name: str, manifest: PluginManifest) -> str:
+    """One Tier-1 entry of section 3 (CORE-68).
+
+    Args:
+        name: Plugin name.
+        manifest: Its merged manifest.
+
+    Returns:
+        ``- **{name}** — {summary}`` with ``When to use`` (first two entries),
+        ``Avoid for`` and ``Example`` sub-bullets; an empty field drops its sub-bullet.
+    """
+    lines = [f"- **{name}** — {manifest.summary.strip()}"]
+    when = [w.strip() for w in manifest.when_to_use if w.strip()][:2]
+    if when:
+        lines.append(f"  - When to use: {'; '.join(when)}")
+    avoid = [w.strip() for w in manifest.when_not_to_use if w.strip()]
+    if avoid:
+        lines.append(f"  - Avoid for: {avoid[0]}")
+    if manifest.examples:
+        example = manifest.examples[0]
+        args = json.dumps(example.args or {}, separators=(",", ":"), ensure_ascii=False)
+        lines.append(f'  - Example: "{example.user}" → {example.tool}({args})')
+    return "\n".join(lines)
+
+
+def capability_block(plugins: Sequence[CapabilityEntry]) -> str | None:
+    """Section 3: Tier-1 entries of ``always`` plugins and the on-demand note.
+
+    Args:
+        plugins: Included plugins in topological order.
+
+    Returns:
+        The section, or ``None`` when every plugin is ``silent`` (or there are none).
+    """
+    always = [p for p in plugins if p.manifest.visibility == "always"]
+    on_demand = any(p.manifest.visibility == "on-demand" for p in plugins)
+    if not always and not on_demand:
+        return None
+    parts = [CAPABILITIES_HEADING, *(tier1_entry(p.name, p.manifest) for p in always)]
+    if on_demand:
+        # A blank line keeps the note from reading as part of the last entry.
+        parts.append(f"\n{_ON_DEMAND_NOTE}")
+    return "\n".join(parts)
+
+
+def capability_budget(plugins: Sequence[CapabilityEntry]) -> tuple[int, list[tuple[str, int]]]:
+    """Estimate the Tier-1 cost at boot (CORE-69): ``ceil(characters / 4)`` per entry.
+
+    Args:
+        plugins: Included plugins in topological order.
+
+    Returns:
+        The summed estimate over ``always`` plugins, and the three largest entries as
+        ``(name, tokens)``, largest first (ties keep topological order).
+    """
+    sizes = [
+        (p.name, estimate_tokens(tier1_entry(p.name, p.manifest)))
+        for p in plugins
+        if p.manifest.visibility == "always"
+    ]
+    largest = sorted(sizes, key=lambda item: item[1], reverse=True)[:3]
+    return sum(tokens for _, tokens in sizes), largest
+
+
+def _zone(timezone: str | None) -> tuple[str, ZoneInfo]:
+    if timezone and timezone.strip():
+        key = timezone.strip()
+        try:
+            return key, ZoneInfo(key)
+        except (ValueError, KeyError, OSError):
+            # ZoneInfoNotFoundError is a KeyError; malformed keys raise ValueError.
+            pass
+    return "UTC", ZoneInfo("UTC")
+
+
+def time_line(timezone: str | None, current_time: str | None, now: datetime | None = None) -> str:
+    """The current-time line of section 8 and of sub-agent prompts (CORE-72).
+
+    Args:
+        timezone: The user's IANA zone; missing or invalid means ``UTC``.
+        current_time: The user's ISO 8601 time, used verbatim when given.
+        now: The clock to use otherwise (naive means UTC); defaults to the system clock.
+
+    Returns:
+        ``{current_time} ({timezone})``, e.g. ``2025-03-01T09:30:00+01:00 (Europe/Paris)``.
+    """
+    key, zone = _zone(timezone)
+    stamp = _text(current_time)
+    if stamp is None:
+        moment = now if now is not None else datetime.now(UTC)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        stamp = moment.astimezone(zone).isoformat(timespec="seconds")
+    return f"{stamp} ({key})"
+
+
+def _custom_instructions(inputs: PromptInputs) -> str | None:
+    parts: list[str] = []
+    instructions = _text(inputs.config.prompt.custom_instructions)
+    if instructions:
+        parts.append(instructions)
+    for plugin in inputs.plugins:
+        visibility = plugin.manifest.visibility
+        applies = visibility == "always" or (
+            visibility != "silent" and plugin.name in inputs.loaded_plugins
+        )
+        guide = _text(plugin.operating_guide)
+        if applies and guide:
+            parts.append(f"### {plugin.manifest.title}\n{guide}")
+    if not parts:
+        return None
+    return CUSTOM_INSTRUCTIONS_HEADING + "\n" + "\n\n".join(parts)
+
+
+def _user_context(slots: Mapping[str, str | None]) -> str | None:
+    lines = [
+        f"- {_USER_CONTEXT_LABELS[slot]}: {value}"
+        for slot in USER_CONTEXT_SLOTS
+        if (value := _text(slots.get(slot)))
+    ]
+    if not lines:
+        return None
+    return "\n".join(["## What You Know About the User", *lines])
+
+
+def _secrets(names: Sequence[str], context: str | None) -> str | None:
+    body = _text(context)
+    if body is None:
+        listed = [n.strip() for n in names if n.strip()]
+        if not listed:
+            return None
+        body = "\n".join(
+            [
+                "The user has stored these secrets; tools use them by name, and you never "
+                "see their values:",
+                *(f"- {n}" for n in listed),
+            ]
+        )
+    return _titled("## Available User Secrets", body)
+
+
+def _preferences(preferences: Mapping[str, Any] | None) -> str | None:
+    if not preferences:
+        return None
+    lines = []
+    for key, label in _PREFERENCE_LABELS.items():
+        value = preferences.get(key)
+        text = None if value is None else _text(str(value))
+        if text:
+            lines.append(f"- {label}: {text}")
+    if not lines:
+        return None
+    return "\n".join(["## User Preferences", *lines])
+
+
+def _degraded(failures: Sequence[tuple[str, str]], block: str | None) -> str | None:
+    parts: list[str] = []
+    if failures:
+        parts.append(
+            "\n".join(
+                [
+                    "These capabilities failed this turn. Do not use them; if a request "
+                    "depends on one, tell the user it is unavailable right now.",
+                    *(f"- **{plugin}**: {what}" for plugin, what in failures),
+                ]
+            )
+        )
+    extra = _text(block)
+    if extra:
+        parts.append(extra)
+    if not parts:
+        return None
+    return _titled("## Degraded Services", "\n\n".join(parts))
+
+
+def compose_system_prompt(inputs: PromptInputs) -> SystemPrompt:
+    """Compose the system prompt from its sixteen sections (CORE-65).
+
+    Args:
+        inputs: The resolved inputs of one build.
+
+    Returns:
+        The prompt and its present sections; absent sections add nothing.
+    """
+    prompt = inputs.config.prompt
+    blocks = inputs.plugin_blocks
+    mode = (
+        _text(blocks.get("operational_mode"))
+        or _text(inputs.operational_mode)
+        or DEFAULT_OPERATIONAL_MODE
+    )
+    composio = _text(inputs.composio_context) or _text(blocks.get("composio_context"))
+    editor = _text(inputs.editor_section) or _text(blocks.get("editor_section"))
+    style = _text(prompt.communication_style)
+    entity = _text(inputs.current_entity_did)
+
+    candidates: list[tuple[int, str, str | None]] = [
+        (1, "identity", identity_line(inputs.config)),
+        (2, "capabilities_note", _text(prompt.capabilities)),
+        (3, "capability_block", capability_block(inputs.plugins)),
+        (
+            4,
+            "operating_principles",
+            f"{OPERATING_PRINCIPLES}\n\n{style}" if style else OPERATING_PRINCIPLES,
+        ),
+        (5, "custom_instructions", _custom_instructions(inputs)),
+        (6, "files", WORKING_WITH_FILES),
+        (7, "user_context", _user_context(inputs.user_context)),
+        (
+            8,
+            "time",
+            "## Current Time\n" + time_line(inputs.timezone, inputs.current_time, inputs.now),
+        ),
+        (
+            9,
+            "entity",
+            f"## Current Entity\nThe user is working in entity {entity}." if entity else None,
+        ),
+        (10, "secrets", _secrets(inputs.secret_names, inputs.user_secrets_context)),
+        (11, "preferences", _preferences(inputs.user_preferences)),
+        (12, "operational_mode", _titled("## Operational Mode", mode)),
+        (13, "composio", _titled("## Composio Context", composio) if composio else None),
+        (14, "editor", _titled("## Editor", editor) if editor else None),
+        (15, "slack", SLACK_FORMATTING if inputs.client == "slack" else None),
+        (16, "degraded", _degraded(inputs.degraded, inputs.degraded_services_block)),
+    ]
+    sections = tuple(
+        PromptSection(number=number, key=key, text=text) for number, key, text in candidates if text
+    )
+    return SystemPrompt(text="\n\n".join(s.text for s in sections), sections=sections)

@@ -1,0 +1,275 @@
+"""LLM providers: role → model maps and the provider-aware chat model factory (§13).
+
+``LLM_PROVIDER`` picks one of three OpenAI-compatible endpoints; every ``ModelRole`` maps to a
+model on each. ``langchain_openai`` is imported only when a model is built, so importing this
+module stays cheap.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from oracle_core._errors import OracleBootError, UnknownModelRoleError
+from oracle_core._tools import MODEL_ROLES
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from oracle_core._config import CoreEnv
+
+__all__ = [
+    "NEBIUS_MODELS",
+    "OPENROUTER_MAIN_FALLBACKS",
+    "OPENROUTER_MODELS",
+    "PROVIDERS",
+    "ProviderLLM",
+    "check_provider",
+    "get_provider_chat_model",
+]
+
+PROVIDERS: tuple[str, ...] = ("openrouter", "nebius", "openai-compatible")
+
+OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
+NEBIUS_BASE_URL = "https://api.tokenfactory.nebius.com/v1/"
+# Local servers (Ollama, llama.cpp, vLLM without --api-key) ignore the key, but the OpenAI
+# client refuses to send a request without one.
+OPENAI_COMPATIBLE_PLACEHOLDER_KEY = "not-needed"
+
+OPENROUTER_MODELS: Mapping[str, str] = MappingProxyType(
+    {
+        "main": "moonshotai/kimi-k2-thinking",
+        "subagent": "moonshotai/kimi-k2-thinking",
+        "utility": "google/gemini-2.5-flash-lite",
+        "vision": "google/gemini-2.5-flash",
+        "guard": "meta-llama/llama-guard-4-12b",
+        "routing": "openai/gpt-oss-20b",
+        "session-title": "meta-llama/llama-3.1-8b-instruct",
+    }
+)
+"""OpenRouter model per role. Data, not configuration: change a role with ``resolve_model``."""
+
+OPENROUTER_MAIN_FALLBACKS: tuple[str, ...] = (
+    "qwen/qwen3-235b-a22b-thinking-2507",
+    "google/gemini-2.5-flash",
+)
+"""Models OpenRouter tries, in order, when the ``main`` model has no healthy provider."""
+
+NEBIUS_MODELS: Mapping[str, str] = MappingProxyType(
+    {
+        "main": "Qwen/Qwen3-235B-A22B-Thinking-2507",
+        "subagent": "Qwen/Qwen3-235B-A22B-Instruct-2507",
+        "utility": "Qwen/Qwen3-30B-A3B-Instruct-2507",
+        "vision": "Qwen/Qwen2.5-VL-72B-Instruct",
+        "guard": "meta-llama/Llama-Guard-3-8B",
+        "routing": "Qwen/Qwen3-30B-A3B-Instruct-2507",
+        "session-title": "meta-llama/Meta-Llama-3.1-8B-Instruct",
+    }
+)
+"""Nebius Token Factory model per role."""
+
+_CLIENT_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {
+        "timeout": 120.0,
+        "max_retries": 2,
+        # ChatOpenAI turns usage streaming off for any custom base_url; every endpoint here
+        # reports it, and token accounting needs it.
+        "stream_usage": True,
+        # Model-name heuristics (e.g. "codex" in a local model's name) would otherwise switch
+        # to the Responses API, which none of these endpoints is guaranteed to serve.
+        "use_responses_api": False,
+    }
+)
+
+_CACHE_SIZE = 128
+
+_logger = logging.getLogger("oracle.llm")
+
+
+def _missing(value: str | None) -> bool:
+    return value is None or not value.strip()
+
+
+def check_provider(env: CoreEnv) -> None:
+    """Check that the selected provider's variables are set (CORE-87). Makes no network call.
+
+    Args:
+        env: The validated Tier-0 environment.
+
+    Raises:
+        OracleBootError: ``boot.llm.key_missing``, naming every missing variable.
+    """
+    provider = env.llm_provider
+    if provider == "openrouter":
+        missing = ["OPEN_ROUTER_API_KEY"] if _missing(env.open_router_api_key) else []
+        hint = "set OPEN_ROUTER_API_KEY, or choose another LLM_PROVIDER"
+    elif provider == "nebius":
+        missing = ["NEBIUS_API_KEY"] if _missing(env.nebius_api_key) else []
+        hint = "set NEBIUS_API_KEY, or choose another LLM_PROVIDER"
+    else:
+        missing = [
+            var
+            for var, value in (
+                ("OPENAI_COMPATIBLE_BASE_URL", env.openai_compatible_base_url),
+                ("OPENAI_COMPATIBLE_MODEL", env.openai_compatible_model),
+            )
+            if _missing(value)
+        ]
+        hint = (
+            "set OPENAI_COMPATIBLE_BASE_URL (e.g. http://127.0.0.1:11434/v1) and "
+            "OPENAI_COMPATIBLE_MODEL to a tool-calling model the server serves"
+        )
+    if missing:
+        raise OracleBootError(
+            f"LLM_PROVIDER={provider} needs {' and '.join(missing)}",
+            code="boot.llm.key_missing",
+            hint=hint,
+        )
+
+
+def _check_role(role: str) -> None:
+    if role not in MODEL_ROLES:
+        raise UnknownModelRoleError(
+            f"unknown model role '{role}'",
+            hint=f"use one of: {', '.join(MODEL_ROLES)}",
+        )
+
+
+def _provider_defaults(role: str, env: CoreEnv) -> dict[str, Any]:
+    """Constructor arguments of ``ChatOpenAI`` for ``role`` on the active provider."""
+    provider = env.llm_provider
+    if provider == "openrouter":
+        defaults: dict[str, Any] = {
+            "base_url": OPENROUTER_BASE_URL,
+            "api_key": env.open_router_api_key,
+            "model": OPENROUTER_MODELS[role],
+        }
+        if role == "main":
+            # OpenRouter request-body extras: fallback models and the fastest provider first.
+            defaults["extra_body"] = {
+                "models": list(OPENROUTER_MAIN_FALLBACKS),
+                "provider": {"sort": "latency"},
+            }
+        return defaults
+    if provider == "nebius":
+        defaults = {
+            "base_url": NEBIUS_BASE_URL,
+            "api_key": env.nebius_api_key,
+            "model": NEBIUS_MODELS[role],
+        }
+        if role == "guard":
+            # A classifier: the same input must get the same verdict.
+            defaults["temperature"] = 0.0
+        return defaults
+    return {
+        "base_url": env.openai_compatible_base_url,
+        "api_key": (
+            OPENAI_COMPATIBLE_PLACEHOLDER_KEY
+            if _missing(env.openai_compatible_api_key)
+            else env.openai_compatible_api_key
+        ),
+        "model": env.role_models().get(role, env.openai_compatible_model),
+    }
+
+
+def get_provider_chat_model(role: str, *, env: CoreEnv, **params: Any) -> BaseChatModel:
+    """Build the chat model serving ``role`` on ``env.llm_provider`` (CORE-86).
+
+    Building makes no network call. ``params`` are ``ChatOpenAI`` arguments and override the
+    provider's defaults (``model=``, ``temperature=``, ``timeout=``, …); an ``extra_body``
+    mapping is merged over the provider's request-body extras, so OpenRouter fallbacks stay
+    unless a key replaces them (``extra_body=None`` drops them all).
+
+    Args:
+        role: A ``ModelRole``: ``main``, ``subagent``, ``utility``, ``vision``, ``guard``,
+            ``routing`` or ``session-title``.
+        env: The validated Tier-0 environment; its provider variables supply URL and key.
+        **params: ``ChatOpenAI`` constructor arguments.
+
+    Returns:
+        A ``ChatOpenAI`` pointed at the provider's endpoint.
+
+    Raises:
+        UnknownModelRoleError: ``role`` is not a known ``ModelRole``.
+        OracleBootError: ``boot.llm.key_missing`` when the provider's variables are unset.
+    """
+    _check_role(role)
+    check_provider(env)
+    from langchain_openai import ChatOpenAI
+
+    kwargs: dict[str, Any] = {**_CLIENT_DEFAULTS, **_provider_defaults(role, env)}
+    for name, value in params.items():
+        if name == "extra_body" and isinstance(value, Mapping) and "extra_body" in kwargs:
+            kwargs["extra_body"] = {**kwargs["extra_body"], **value}
+        else:
+            kwargs[name] = value
+    _logger.debug("llm: provider=%s role=%s model=%s", env.llm_provider, role, kwargs.get("model"))
+    return ChatOpenAI(**kwargs)
+
+
+def _freeze(value: Any) -> Hashable:
+    """A hashable, type-tagged stand-in for ``value``; ``TypeError`` when there is none."""
+    if isinstance(value, Mapping):
+        return ("map", frozenset((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, tuple(_freeze(v) for v in value))
+    if isinstance(value, set | frozenset):
+        return ("set", frozenset(_freeze(v) for v in value))
+    hash(value)
+    return (type(value).__name__, value)
+
+
+class ProviderLLM:
+    """The ``LLMAccessor`` behind ``ambient.llm`` and ``rt_ctx.llm`` (CORE-86).
+
+    Instances are cached per role and parameters, so a hot path calling ``get("utility")``
+    reuses one client and its connection pool. Parameters that cannot be hashed (e.g. a
+    callback object without ``__hash__``) bypass the cache.
+
+    Args:
+        env: The validated Tier-0 environment.
+    """
+
+    def __init__(self, env: CoreEnv) -> None:
+        self.env = env
+        self._cache: OrderedDict[Hashable, BaseChatModel] = OrderedDict()
+        # Sync tools run in worker threads, so the cache is shared across threads.
+        self._lock = threading.Lock()
+
+    def get(self, role: str, **params: Any) -> BaseChatModel:
+        """The chat model serving ``role``; see ``get_provider_chat_model``.
+
+        Args:
+            role: A ``ModelRole``.
+            **params: ``ChatOpenAI`` arguments overriding the provider defaults.
+
+        Returns:
+            A chat model, shared with earlier calls that passed equal arguments.
+
+        Raises:
+            UnknownModelRoleError: ``role`` is not a known ``ModelRole``.
+            OracleBootError: ``boot.llm.key_missing`` when the provider's variables are unset.
+        """
+        try:
+            key: Hashable | None = (role, _freeze(params))
+        except TypeError:
+            key = None
+        if key is None:
+            return get_provider_chat_model(role, env=self.env, **params)
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
+        model = get_provider_chat_model(role, env=self.env, **params)
+        with self._lock:
+            # Another thread may have built one meanwhile; keep the first so callers share it.
+            model = self._cache.setdefault(key, model)
+            self._cache.move_to_end(key)
+            if len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return model

@@ -1,0 +1,429 @@
+"""``create_runtime`` and ``OracleRuntime``: a booted set of plugins, ready to build agents."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from pydantic import BaseModel
+
+from oracle_core._agent import AgentBuilder, BuiltAgent, TurnRequest
+from oracle_core._agent_cache import AgentCache
+from oracle_core._boot import (
+    BootedPlugin,
+    apply_manifests,
+    build_identity,
+    check_capability_budget,
+    enter_lifespans,
+    warm_plugins,
+)
+from oracle_core._checkpoint import SqliteCheckpointers
+from oracle_core._config import ComposedConfig, OracleConfig, compose_config, load_oracle_config
+from oracle_core._context import OracleIdentity, PluginContext
+from oracle_core._discovery import discover_plugins
+from oracle_core._errors import OracleBootError
+from oracle_core._hookcall import MISSING, HookCaller
+from oracle_core._hooks import MainAgentHooks
+from oracle_core._plugin import OraclePlugin, check_plugin_object
+from oracle_core._providers import ProviderLLM, check_provider
+from oracle_core._registries import AuthExcludedRoute, Registries
+from oracle_core._resolution import (
+    FailedPlugin,
+    FeatureValue,
+    PluginStatusChangeEvent,
+    PluginStatusReport,
+    check_features,
+    dedupe_candidates,
+    resolve,
+)
+from oracle_core._services import (
+    AmbientServices,
+    InMemoryBlobStore,
+    LocalSecretsService,
+    LoggingEventSink,
+    PermissiveUcanService,
+    UnavailableMatrixService,
+)
+from oracle_core._tool_adapter import PluginToolAdapter
+from oracle_core._tools import PluginTool
+
+__all__ = ["BootInputs", "OracleRuntime", "PluginsView", "boot_runtime", "create_runtime"]
+
+DEFAULT_RECURSION_LIMIT = 50
+
+ErrorHandler = Callable[[BaseException, str], Any]
+StatusHandler = Callable[[PluginStatusChangeEvent], Any]
+
+
+class PluginsView:
+    """``runtime.plugins``: the status report and its events (CORE-31, 32)."""
+
+    def __init__(self, runtime: OracleRuntime) -> None:
+        self._runtime = runtime
+
+    def status(self) -> PluginStatusReport:
+        """A copy of the current status report."""
+        rt = self._runtime
+        return PluginStatusReport(
+            loaded=[b.name for b in rt.booted],
+            excluded=list(rt.excluded),
+            soft_dep_gaps=list(rt.soft_dep_gaps),
+            versions={b.name: b.plugin.version for b in rt.booted},
+            failed=list(rt.failed),
+        )
+
+    def names(self) -> list[str]:
+        """Included plugins in topological order."""
+        return [b.name for b in self._runtime.booted]
+
+
+@dataclass
+class BootInputs:
+    """Everything the boot pipeline reads (built by ``create_runtime``)."""
+
+    config: OracleConfig
+    features: Mapping[str, FeatureValue]
+    plugins: Sequence[OraclePlugin]
+    manifest_overrides: Mapping[str, Mapping[str, Any]]
+    hooks: MainAgentHooks
+    bundled_plugins: Sequence[OraclePlugin] | None
+    discover_entry_points: bool
+    strict_plugins: bool
+    env: Mapping[str, str]
+    services: AmbientServices | None
+    check_llm: bool = True
+
+
+class OracleRuntime:
+    """A booted runtime (CORE-96). Create it with ``create_runtime``; close it after use."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.logger = logger
+        self.plugins = PluginsView(self)
+        self.booted: list[BootedPlugin] = []
+        self.excluded: list[Any] = []
+        self.soft_dep_gaps: list[Any] = []
+        self.failed: list[FailedPlugin] = []
+        self.registries = Registries()
+        self.routes: list[tuple[str, Any]] = []
+        self.auth_excluded_routes: list[AuthExcludedRoute] = []
+        self.recursion_limit = DEFAULT_RECURSION_LIMIT
+        self.tier1_tokens_estimate = 0
+        self._error_handlers: list[ErrorHandler] = []
+        self._status_handlers: list[StatusHandler] = []
+        self._stack = AsyncExitStack()
+        self._closed = False
+        self._adapters: dict[int, PluginToolAdapter] = {}
+        self._builder = AgentBuilder(self)
+        self.agent_cache = AgentCache()
+
+    # -- attributes filled at boot (declared for type checkers) --
+    oracle_config: OracleConfig
+    composed: ComposedConfig
+    identity: OracleIdentity
+    hooks: MainAgentHooks
+    ambient: AmbientServices
+    caller: HookCaller
+    always_plugins: frozenset[str]
+    available_plugins: frozenset[str]
+    plugin_middleware: list[Any]
+    framework_middleware: list[Any]
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        """The merged, validated environment (read-only)."""
+        return self.composed.values
+
+    @property
+    def plugin_configs(self) -> Mapping[str, BaseModel | None]:
+        """Each included plugin's ``config_schema`` instance."""
+        return self.composed.plugin_configs
+
+    # -- events ---------------------------------------------------------------------
+
+    def on_error(self, handler: ErrorHandler) -> None:
+        """Receive ``(exc, source)`` for background failures."""
+        self._error_handlers.append(handler)
+
+    def on_plugin_status_change(self, handler: StatusHandler) -> None:
+        """Receive every ``PluginStatusChangeEvent``."""
+        self._status_handlers.append(handler)
+
+    def report_error(self, exc: BaseException, source: str) -> None:
+        """Deliver a background failure to the handlers (logged when there are none)."""
+        if not self._error_handlers:
+            self.logger.error("background failure in %s", source, exc_info=exc)
+            return
+        for handler in self._error_handlers:
+            try:
+                handler(exc, source)
+            except Exception:
+                self.logger.exception("on_error handler failed")
+
+    def emit_status_change(self, event: PluginStatusChangeEvent) -> None:
+        """Deliver a status change to every handler; handler errors are logged."""
+        for handler in self._status_handlers:
+            try:
+                handler(event)
+            except Exception:
+                self.logger.exception("on_plugin_status_change handler failed")
+
+    # -- agents ---------------------------------------------------------------------
+
+    def tool_adapter(
+        self, owner: str, title: str, tool: PluginTool
+    ) -> tuple[PluginToolAdapter, bool]:
+        """The LangChain tool for a plugin tool, and whether it is the boot-time one.
+
+        Boot-time tools are adapted once, at boot; request-time tools per build.
+        """
+        cached = self._adapters.get(id(tool))
+        if cached is not None and cached.plugin_tool is tool:
+            return cached, True
+        return PluginToolAdapter.from_plugin_tool(tool, owner=owner, title=title), False
+
+    def _framework_middleware(self) -> list[Any]:
+        """The framework middleware, in order (CORE-76); shared by every compiled agent.
+
+        They read per-turn data (tool index, system prompt, call counts) from the run
+        context's ``TurnBindings``, so one instance serves concurrent turns.
+        """
+        from oracle_core._middleware import (
+            CapabilityGateMiddleware,
+            PageContextMiddleware,
+            SafetyGuardrailMiddleware,
+            ToolRepetitionGuardMiddleware,
+            ToolRetryMiddleware,
+            ToolValidationMiddleware,
+        )
+
+        middleware: list[Any] = [
+            CapabilityGateMiddleware(),
+            ToolValidationMiddleware(self.hooks.validation_skip_tool_names),
+            ToolRepetitionGuardMiddleware(),
+            ToolRetryMiddleware(),
+        ]
+        if self.hooks.get_room_title is not None:
+            middleware.append(PageContextMiddleware(self.hooks.get_room_title))
+        if self.hooks.safety_model is not None:
+            middleware.append(SafetyGuardrailMiddleware(self.hooks.safety_model))
+        return middleware
+
+    async def build_agent(self, turn: TurnRequest) -> BuiltAgent:
+        """Build the main agent for one turn (CORE-83)."""
+        if self._closed:
+            raise RuntimeError("runtime is closed")
+        return await self._builder.build(turn)
+
+    async def run_turn(self, turn: TurnRequest) -> dict[str, Any]:
+        """Build and invoke the agent for ``turn``; returns the final state."""
+        built = await self.build_agent(turn)
+        result: dict[str, Any] = await built.agent.ainvoke(
+            built.input, config=built.config, context=built.context
+        )
+        return result
+
+    async def thread_messages(self, user_did: str, thread_id: str) -> list[BaseMessage]:
+        """Messages of a thread from the user's checkpointer (empty when none)."""
+        assert self.hooks.checkpointer_for_user is not None
+        saver = await self.hooks.checkpointer_for_user(user_did)
+        found = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
+        if found is None:
+            return []
+        return list(found.checkpoint.get("channel_values", {}).get("messages", []))
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Exit plugin lifespans in reverse order and close local checkpointers."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._stack.aclose()
+        except Exception:
+            self.logger.exception("error while shutting down plugin lifespans")
+
+    async def __aenter__(self) -> OracleRuntime:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- boot -----------------------------------------------------------------------
+
+    async def _boot(self, inputs: BootInputs) -> None:
+        logger = self.logger
+        self.oracle_config = inputs.config
+        candidates = self._collect(inputs)
+        check_features(inputs.features, [p.name for p in candidates], logger)
+        active = [p for p in candidates if inputs.features.get(p.name) is not False]
+        self.caller = HookCaller(active)
+
+        detected: dict[str, bool] = {}
+        for plugin in active:
+            try:
+                result = await self.caller.call(plugin.name, "auto_detect", env=inputs.env)
+            except Exception as exc:
+                raise OracleBootError(
+                    f"auto_detect of plugin '{plugin.name}' raised {type(exc).__name__}: {exc}",
+                    code="boot.plugin.invalid",
+                    hint="auto_detect must return True or False without raising",
+                ) from exc
+            if result is not MISSING:
+                detected[plugin.name] = bool(result)
+        resolution = resolve(candidates, inputs.features, lambda p: detected.get(p.name), logger)
+        self.excluded, self.soft_dep_gaps = resolution.excluded, resolution.soft_dep_gaps
+        for plugin in active:
+            if plugin not in resolution.ordered:
+                self.caller.unregister(plugin.name)
+
+        self.booted = apply_manifests(resolution.ordered, inputs.manifest_overrides, logger)
+        self.composed = compose_config(
+            inputs.env, [(b.name, b.plugin.config_schema) for b in self.booted], logger
+        )
+        if inputs.check_llm:
+            check_provider(self.composed.core)
+        self.identity = build_identity(inputs.config, self.composed)
+        self.ambient = inputs.services or self._local_services()
+        self.hooks = inputs.hooks.merged_over(self._default_hooks())
+        self.available_plugins = frozenset(b.name for b in self.booted)
+        self.always_plugins = frozenset(
+            b.name for b in self.booted if b.manifest.visibility == "always"
+        )
+        for entry in self.booted:
+            entry.ctx = PluginContext(
+                config=self.config,
+                plugin_config=self.plugin_configs.get(entry.name),
+                identity=self.identity,
+                available_plugins=self.available_plugins,
+                logger=logger.getChild(f"plugin.{entry.name}"),
+                plugin_name=entry.name,
+            )
+        if self.composed.core.is_local:
+            logger.info("ORACLE_BACKEND=local: UCAN capability checks are permissive")
+
+        await enter_lifespans(self._stack, self.booted, self.caller)
+        self.routes, self.auth_excluded_routes = await warm_plugins(
+            self.booted, self.caller, self.registries, logger
+        )
+        self.registries.freeze()
+        for entry in self.booted:
+            for tool in entry.tools:
+                self._adapters[id(tool)] = PluginToolAdapter.from_plugin_tool(
+                    tool, owner=entry.name, title=entry.manifest.title
+                )
+        self.plugin_middleware = [m for b in self.booted for m in b.middlewares]
+        self.framework_middleware = self._framework_middleware()
+        self.tier1_tokens_estimate = check_capability_budget(self.booted, logger)
+        logger.info(
+            "oracle '%s' booted: loaded %s; excluded %s",
+            self.identity.name,
+            ", ".join(b.name for b in self.booted) or "(none)",
+            ", ".join(f"{e.plugin} ({e.code})" for e in self.excluded) or "(none)",
+        )
+
+    def _collect(self, inputs: BootInputs) -> list[OraclePlugin]:
+        user = [check_plugin_object(p, source="plugins=") for p in inputs.plugins]
+        if inputs.bundled_plugins is not None:
+            discovered = [check_plugin_object(p) for p in inputs.bundled_plugins]
+        elif inputs.discover_entry_points:
+            discovery = discover_plugins(
+                inputs.features, strict=inputs.strict_plugins, logger=self.logger
+            )
+            discovered, self.failed = discovery.plugins, discovery.failed
+        else:
+            discovered = []
+        return dedupe_candidates(discovered, user)
+
+    def _local_services(self) -> AmbientServices:
+        core = self.composed.core
+        return AmbientServices(
+            secrets=LocalSecretsService(),
+            blob_store=InMemoryBlobStore(),
+            matrix=UnavailableMatrixService(),
+            ucan=PermissiveUcanService(),
+            events=LoggingEventSink(self.logger.getChild("events")),
+            llm=ProviderLLM(core),
+        )
+
+    def _default_hooks(self) -> MainAgentHooks:
+        path = self.composed.core.sqlite_database_path or "./data/sqlite"
+        savers = SqliteCheckpointers(os.path.join(path, "checkpoints"))
+        self._stack.push_async_callback(savers.aclose)
+        return MainAgentHooks(checkpointer_for_user=savers)
+
+
+async def create_runtime(
+    config: OracleConfig | Mapping[str, Any] | None,
+    *,
+    features: Mapping[str, FeatureValue] | None = None,
+    plugins: Sequence[OraclePlugin] = (),
+    manifest_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    hooks: MainAgentHooks | None = None,
+    bundled_plugins: Sequence[OraclePlugin] | None = None,
+    discover_entry_points: bool = True,
+    strict_plugins: bool = False,
+    env: Mapping[str, str] | None = None,
+    logger: logging.Logger | None = None,
+    services: AmbientServices | None = None,
+) -> OracleRuntime:
+    """Boot a runtime (CORE-94, 95). It must be closed: ``await runtime.aclose()``.
+
+    Args:
+        config: The oracle's identity (``OracleConfig`` or a mapping).
+        features: Plugin toggles: ``True``, ``False`` or ``"auto"`` (default).
+        plugins: Your plugins; an instance replaces a discovered plugin of the same name.
+        manifest_overrides: Partial manifests by plugin name.
+        hooks: Host hooks (``MainAgentHooks``).
+        bundled_plugins: Use these instead of entry-point discovery (tests).
+        discover_entry_points: Load ``oracle.plugins`` entry points.
+        strict_plugins: Fail boot on a broken entry point instead of skipping it.
+        env: Environment to validate instead of ``os.environ``.
+        logger: Base logger (default ``oracle``).
+        services: Ambient services to use instead of the local ones (the server's IXO
+            backend passes its own).
+
+    Raises:
+        OracleBootError: with a ``boot.*`` code; lifespans already entered are exited.
+    """
+    log = logger or logging.getLogger("oracle")
+    return await boot_runtime(
+        log,
+        lambda: BootInputs(
+            config=load_oracle_config(config),
+            features=dict(features or {}),
+            plugins=list(plugins),
+            manifest_overrides=dict(manifest_overrides or {}),
+            hooks=hooks or MainAgentHooks(),
+            bundled_plugins=bundled_plugins,
+            discover_entry_points=discover_entry_points,
+            strict_plugins=strict_plugins,
+            env=dict(os.environ if env is None else env),
+            services=services,
+        ),
+    )
+
+
+async def boot_runtime(logger: logging.Logger, inputs: Callable[[], BootInputs]) -> OracleRuntime:
+    """Run the boot pipeline; on failure close what was opened, log and re-raise."""
+    runtime = OracleRuntime(logger)
+    try:
+        await runtime._boot(inputs())
+    except BaseException as exc:
+        await runtime.aclose()
+        if isinstance(exc, OracleBootError):
+            logger.error("[boot-error] %s: %s", exc.code, exc)
+        raise
+    return runtime

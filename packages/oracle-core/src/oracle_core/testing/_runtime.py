@@ -1,0 +1,447 @@
+"""``create_test_runtime``: the real boot pipeline, offline, with recording fakes (CORE-92)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.runtime import Runtime
+
+from oracle_core._agent import BuiltAgent, TurnRequest
+from oracle_core._checkpoint import InMemoryCheckpointers
+from oracle_core._config import OracleConfig, load_oracle_config
+from oracle_core._context import RuntimeContext, SessionInfo, UserInfo
+from oracle_core._hooks import MainAgentHooks
+from oracle_core._manifest import PluginManifest, validate_manifest
+from oracle_core._plugin import OraclePlugin
+from oracle_core._resolution import FeatureValue, PluginStatusReport
+from oracle_core._runtime import BootInputs, OracleRuntime, boot_runtime
+from oracle_core._services import (
+    AmbientServices,
+    CapabilityGrant,
+    InMemoryBlobStore,
+    LocalSecretsService,
+    OracleEvent,
+    PermissiveUcanService,
+    RecordingEventSink,
+    UcanAccessor,
+)
+from oracle_core._subagents import SubAgentToolAdapter
+from oracle_core._tool_adapter import PluginToolAdapter
+from oracle_core._tools import MODEL_ROLES
+from oracle_core.testing._scripted import ScriptedChatModel
+
+__all__ = [
+    "RecordingMatrixService",
+    "TestRuntime",
+    "TurnResult",
+    "create_test_runtime",
+]
+
+TEST_USER = UserInfo(did="did:key:z6MkTestUserOfTheOracleRuntime", timezone="UTC")
+TEST_SESSION = SessionInfo(id="test-thread")
+_LOCAL_ENV = {"ORACLE_BACKEND": "local", "NODE_ENV": "test"}
+
+
+@dataclass
+class RecordingMatrixService:
+    """Matrix fake: records every call; posts return ``$event_<n>``."""
+
+    posts: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    room_state: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def for_user(self, user: UserInfo) -> RecordingMatrixService:
+        return self
+
+    async def post_to_room(self, room_id: str, content: Mapping[str, Any]) -> str:
+        self.posts.append((room_id, dict(content)))
+        return f"$event_{len(self.posts)}"
+
+    async def get_room_state(self, room_id: str) -> list[dict[str, Any]]:
+        return list(self.room_state.get(room_id, []))
+
+    async def get_event_by_id(self, room_id: str, event_id: str) -> dict[str, Any] | None:
+        for index, (room, content) in enumerate(self.posts, start=1):
+            if room == room_id and event_id == f"$event_{index}":
+                return {"event_id": event_id, "room_id": room, "content": content}
+        return None
+
+
+class _RoleModels:
+    def __init__(self, default: BaseChatModel, models: Mapping[str, BaseChatModel]) -> None:
+        self._default = default
+        self._models = dict(models)
+
+    def get(self, role: str, **params: Any) -> BaseChatModel:
+        if role not in MODEL_ROLES:
+            from oracle_core._errors import UnknownModelRoleError
+
+            raise UnknownModelRoleError(f"unknown model role '{role}'")
+        return self._models.get(role, self._default)
+
+
+def _grants(capabilities: Sequence[Any] | None) -> list[CapabilityGrant] | None:
+    if capabilities is None:
+        return None
+    grants = []
+    for item in capabilities:
+        if isinstance(item, CapabilityGrant):
+            grants.append(item)
+        elif isinstance(item, tuple):
+            grants.append(CapabilityGrant(with_=item[0], can=item[1]))
+        else:
+            grants.append(CapabilityGrant(with_="*", can=str(item)))
+    return grants
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What one ``run_turn`` produced.
+
+    Attributes:
+        messages: The messages added by this turn (the user message first).
+        tool_calls: Tool calls the model made this turn, in order.
+        state: The thread's state after the turn.
+        events: Events emitted during the turn.
+    """
+
+    messages: list[BaseMessage]
+    tool_calls: list[dict[str, Any]]
+    state: dict[str, Any]
+    events: list[OracleEvent]
+
+    @property
+    def text(self) -> str:
+        """Text of the last AI message."""
+        final = next((m for m in reversed(self.messages) if isinstance(m, AIMessage)), None)
+        return str(final.text) if final is not None else ""
+
+    def tool_messages(self, name: str | None = None) -> list[ToolMessage]:
+        """ToolMessages of the turn, optionally for one tool."""
+        return [
+            m
+            for m in self.messages
+            if isinstance(m, ToolMessage) and (name is None or m.name == name)
+        ]
+
+
+class TestRuntime:
+    """A booted runtime with offline fakes and helpers to drive it (CORE-93)."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(
+        self,
+        runtime: OracleRuntime,
+        *,
+        model: BaseChatModel,
+        events: RecordingEventSink,
+        matrix: RecordingMatrixService,
+        user: UserInfo,
+        session: SessionInfo,
+        state: Mapping[str, Any] | None,
+    ) -> None:
+        self.runtime = runtime
+        self.model = model
+        self.events = events
+        self.matrix = matrix
+        self.user = user
+        self.session = session
+        self.state = dict(state or {})
+
+    async def __aenter__(self) -> TestRuntime:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the runtime (exits plugin lifespans)."""
+        await self.runtime.aclose()
+
+    def status(self) -> PluginStatusReport:
+        """``runtime.plugins.status()``."""
+        return self.runtime.plugins.status()
+
+    def get_manifest(self, name: str) -> PluginManifest:
+        """The merged manifest of an included plugin."""
+        return self.runtime.registries.manifests[name]
+
+    async def build(
+        self,
+        text: str | None = None,
+        *,
+        state: Mapping[str, Any] | None = None,
+        thread_id: str | None = None,
+        client: str | None = None,
+    ) -> BuiltAgent:
+        """Build the agent for a turn without running it."""
+        session = self.session
+        if thread_id is not None or client is not None:
+            session = SessionInfo(
+                id=thread_id or session.id,
+                client=client or session.client,  # type: ignore[arg-type]
+                ws_id=session.ws_id,
+                request_id=session.request_id,
+                room_id=session.room_id,
+            )
+        merged_state = {**self.state, **(state or {})}
+        return await self.runtime.build_agent(
+            TurnRequest(user=self.user, session=session, message=text, state=merged_state)
+        )
+
+    async def list_tools(self) -> list[str]:
+        """Names of every tool bound for a turn (meta-tools first)."""
+        built = await self.build()
+        return list(built.tool_infos)
+
+    async def _find_tool(
+        self, name: str, state: Mapping[str, Any] | None
+    ) -> tuple[Any, RuntimeContext[Any]]:
+        built = await self.build(state=state)
+        base = built.context.runtime_context
+        assert base is not None
+        for tool in _bound_tools(built):
+            if tool.name == name:
+                return tool, base
+        raise KeyError(f"no tool named '{name}'; bound: {', '.join(built.tool_infos)}")
+
+    async def invoke_tool(
+        self,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        state: Mapping[str, Any] | None = None,
+        tool_call_id: str | None = None,
+    ) -> Any:
+        """Validate ``args`` and run the tool's handler, bypassing middleware.
+
+        Returns the handler's result as the model would get it: a ``str``, a
+        ``ToolMessage`` or a ``Command``.
+
+        Raises:
+            pydantic.ValidationError: the arguments are invalid.
+        """
+        tool, base = await self._find_tool(name, state)
+        if not isinstance(tool, PluginToolAdapter):
+            raise TypeError(f"'{name}' is a sub-agent; use invoke_sub_agent")
+        ctx = base.with_state(
+            {**base.history.state, **(state or {})}, tool_call_id=tool_call_id or "call_test"
+        )
+        ctx = ctx.for_plugin(tool.owner) if tool.owner else ctx
+        schema = tool.plugin_tool.args_schema
+        parsed = schema.model_validate(dict(args or {})) if isinstance(schema, type) else args
+        result = tool.plugin_tool.handler(parsed, ctx)
+        if inspect.isawaitable(result):
+            result = await result
+        from oracle_core._tool_adapter import encode_tool_result
+
+        return encode_tool_result(result)
+
+    async def invoke_sub_agent(self, name: str, task: str) -> str:
+        """Run a sub-agent (by ``call_…`` or plain name) on ``task``; returns its answer."""
+        built = await self.build()
+        for tool in _bound_tools(built):
+            if isinstance(tool, SubAgentToolAdapter) and name in (
+                tool.name,
+                tool.resolved.spec.name,
+            ):
+                base = built.context.runtime_context
+                assert base is not None
+                ctx = base.for_plugin(tool.resolved.owner)
+                text, _ = await tool._run_inner(task, ctx)
+                return text
+        raise KeyError(f"no sub-agent named '{name}'")
+
+    async def invoke_middleware(
+        self,
+        plugin: str,
+        hook: str,
+        *,
+        state: Mapping[str, Any] | None = None,
+        request: Any = None,
+    ) -> Any:
+        """Call one node hook (``before_model``, ``aafter_agent``, …) of a plugin's middleware.
+
+        The middleware contract is enforced (``MiddlewareContractError``). Returns the
+        result of each of the plugin's middleware that implements the hook, in order.
+        """
+        built = await self.build(state=state)
+        runtime = Runtime(context=built.context)
+        snapshot = {"messages": [], **self.state, **(state or {})}
+        results = []
+        entries = [b for b in self.runtime.booted if b.name == plugin]
+        if not entries:
+            raise KeyError(f"plugin '{plugin}' is not loaded")
+        for mw in entries[0].middlewares:
+            method = getattr(mw, hook, None)
+            if method is None:
+                raise AttributeError(f"middleware has no hook '{hook}'")
+            if hook.startswith(("wrap_", "awrap_")):
+                raise TypeError("invoke_middleware calls node hooks; run_turn drives wrap_*")
+            result = method(snapshot, runtime)
+            if inspect.isawaitable(result):
+                result = await result
+            results.append(result)
+        del request
+        return results
+
+    async def list_capabilities(self) -> list[dict[str, Any]]:
+        """The ``list_capabilities`` payload as the model reads it."""
+        raw = await self.invoke_tool("list_capabilities", {})
+        return list(json.loads(raw))
+
+    def assert_manifest_valid(self, *, allow_warnings: bool = True) -> None:
+        """Every included manifest passes the hard rules (and, optionally, the soft ones)."""
+        problems: list[str] = []
+        for entry in self.runtime.booted:
+            names = [t.name for t in entry.tools] + [s.tool_name for s in entry.sub_agents]
+            result = validate_manifest(entry.manifest, entry.name, names)
+            problems.extend(result.errors)
+            if not allow_warnings:
+                problems.extend(result.warnings)
+        if problems:
+            raise AssertionError("manifest problems:\n" + "\n".join(problems))
+
+    async def assert_no_collisions(self) -> None:
+        """No tool name is bound twice and no request-time tool was dropped this build."""
+        collisions: list[str] = []
+
+        class _Catch(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if "tool_collision" in record.getMessage():
+                    collisions.append(record.getMessage())
+
+        handler = _Catch(level=logging.ERROR)
+        self.runtime.logger.addHandler(handler)
+        try:
+            built = await self.build()
+        finally:
+            self.runtime.logger.removeHandler(handler)
+        names = [t.name for t in _bound_tools(built)]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if collisions or duplicates:
+            raise AssertionError(f"tool collisions: {collisions or duplicates}")
+
+    async def run_turn(
+        self, text: str, *, thread_id: str | None = None, client: str = "portal"
+    ) -> TurnResult:
+        """Drive one full turn through the per-request agent, offline."""
+        first_event = len(self.events.events)
+        built = await self.build(text, thread_id=thread_id or self.session.id, client=client)
+        before = await built.agent.aget_state(built.config)
+        count = len(before.values.get("messages", [])) if before.values else 0
+        state: dict[str, Any] = await built.agent.ainvoke(
+            built.input, config=built.config, context=built.context
+        )
+        messages = list(state.get("messages", []))[count:]
+        tool_calls = [
+            dict(call) for m in messages if isinstance(m, AIMessage) for call in m.tool_calls
+        ]
+        return TurnResult(
+            messages=messages,
+            tool_calls=tool_calls,
+            state=state,
+            events=self.events.events[first_event:],
+        )
+
+
+def _bound_tools(built: BuiltAgent) -> list[Any]:
+    return list(built.tools)
+
+
+async def create_test_runtime(
+    *,
+    plugins: Sequence[OraclePlugin],
+    config: Mapping[str, str] | None = None,
+    features: Mapping[str, FeatureValue] | None = None,
+    manifest_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    model: BaseChatModel | None = None,
+    models: Mapping[str, BaseChatModel] | None = None,
+    user: UserInfo | None = None,
+    session: SessionInfo | None = None,
+    state: Mapping[str, Any] | None = None,
+    secrets: Mapping[str, str] | None = None,
+    capabilities: Sequence[Any] | None = None,
+    ucan: UcanAccessor | None = None,
+    hooks: MainAgentHooks | None = None,
+    include_discovered: bool = False,
+    oracle: OracleConfig | Mapping[str, Any] | None = None,
+) -> TestRuntime:
+    """Boot ``plugins`` through the real pipeline on the ``local`` backend (CORE-92).
+
+    Args:
+        plugins: The plugins under test.
+        config: Plugin environment (what ``ctx.config`` reads); Tier-0 is not required.
+        features: Plugin toggles.
+        manifest_overrides: Partial manifests by plugin name.
+        model: Serves every model role (default: an empty ``ScriptedChatModel``).
+        models: Per-role models that win over ``model``.
+        user: The test user (default a fixed ``did:key``).
+        session: The test session (default ``test-thread``).
+        state: State merged into every build (e.g. ``user_context``).
+        secrets: The user's secrets (name → value).
+        capabilities: UCAN grants: ability strings, ``(resource, ability)`` pairs or
+            ``CapabilityGrant``s; ``None`` grants everything.
+        ucan: Supplies minting; without it minting raises ``NotConfiguredError``.
+        hooks: Host hooks; the checkpointer defaults to an in-memory one per user.
+        include_discovered: Also load ``oracle.plugins`` entry points.
+        oracle: The oracle's identity (default ``Test Oracle``).
+    """
+    default_model = model or ScriptedChatModel()
+    events = RecordingEventSink()
+    matrix = RecordingMatrixService()
+    test_user = user or TEST_USER
+    services = AmbientServices(
+        secrets=LocalSecretsService(values_by_user={test_user.did: dict(secrets or {})}),
+        blob_store=InMemoryBlobStore(),
+        matrix=matrix,
+        ucan=PermissiveUcanService(grants=_grants(capabilities), minter=ucan),
+        events=events,
+        llm=_RoleModels(default_model, models or {}),
+    )
+    checkpointers = InMemoryCheckpointers()
+    base_hooks = MainAgentHooks(checkpointer_for_user=checkpointers)
+    merged_hooks = (hooks or MainAgentHooks()).merged_over(base_hooks)
+    runtime = await boot_runtime(
+        logging.getLogger("oracle.test"),
+        lambda: BootInputs(
+            config=load_oracle_config(oracle or {"name": "Test Oracle"}),
+            features=dict(features or {}),
+            plugins=list(plugins),
+            manifest_overrides=dict(manifest_overrides or {}),
+            hooks=merged_hooks,
+            bundled_plugins=None,
+            discover_entry_points=include_discovered,
+            strict_plugins=True,
+            env={**_LOCAL_ENV, **dict(config or {})},
+            services=services,
+            check_llm=False,
+        ),
+    )
+    return TestRuntime(
+        runtime,
+        model=default_model,
+        events=events,
+        matrix=matrix,
+        user=test_user,
+        session=session or TEST_SESSION,
+        state=state,
+    )
+
+
+def human(text: str) -> HumanMessage:
+    """A user message (convenience for building states in tests)."""
+    return HumanMessage(content=text)

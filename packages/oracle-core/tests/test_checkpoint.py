@@ -1,0 +1,266 @@
+"""Tests of the per-user checkpointers (CORE-54, 63)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from pydantic import BaseModel, ConfigDict
+
+from oracle_core import (
+    InMemoryCheckpointers,
+    MainAgentHooks,
+    OraclePlugin,
+    PluginContext,
+    PluginManifest,
+    PluginTool,
+    RuntimeContext,
+    SqliteCheckpointers,
+    UserInfo,
+    plugin_tool,
+)
+from oracle_core._checkpoint import user_database_name
+from oracle_core.testing import ScriptedChatModel, TestRuntime, call_tool, create_test_runtime
+
+# --- fixtures -------------------------------------------------------------------------
+
+ALICE = "did:ixo:ixo1alice"
+BOB = "did:ixo:ixo1bob"
+THREAD: RunnableConfig = {"configurable": {"thread_id": "test-thread"}}
+
+
+class NoArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WeatherPlugin(OraclePlugin):
+    name = "weather"
+    version = "1.0.0"
+    manifest = PluginManifest(
+        title="Weather",
+        summary="Forecasts.",
+        when_to_use=["forecast questions"],
+        visibility="on-demand",
+    )
+
+    def get_tools(self, ctx: PluginContext[Any]) -> list[PluginTool]:
+        @plugin_tool(name="get_forecast", description="Today's forecast.", args_schema=NoArgs)
+        def forecast(args: NoArgs, rt_ctx: RuntimeContext[Any]) -> str:
+            return "sunny"
+
+        return [forecast]
+
+
+@pytest.fixture
+async def sqlite_checkpointers(tmp_path: Path) -> AsyncIterator[SqliteCheckpointers]:
+    savers = SqliteCheckpointers(tmp_path / "checkpoints")
+    yield savers
+    await savers.aclose()
+
+
+async def runtime_on(
+    checkpointers: Any, model: ScriptedChatModel, user: UserInfo | None = None
+) -> TestRuntime:
+    return await create_test_runtime(
+        plugins=[WeatherPlugin()],
+        model=model,
+        user=user,
+        hooks=MainAgentHooks(checkpointer_for_user=checkpointers),
+    )
+
+
+def journal_mode(path: Path) -> str:
+    with sqlite3.connect(path) as conn:
+        row = conn.execute("PRAGMA journal_mode").fetchone()
+    conn.close()
+    return str(row[0])
+
+
+# --- database names -------------------------------------------------------------------
+
+
+def test_database_name_is_a_readable_prefix_plus_a_hash() -> None:
+    name = user_database_name("did:ixo:ixo1alice")
+
+    assert re.fullmatch(r"did_ixo_ixo1alice-[0-9a-f]{12}\.sqlite", name)
+
+
+def test_dids_that_sanitise_alike_get_different_names() -> None:
+    first = user_database_name("did:ixo:a/b")
+    second = user_database_name("did:ixo:a?b")
+
+    assert first.split("-")[0] == second.split("-")[0] == "did_ixo_a_b"
+    assert first != second
+
+
+def test_database_name_is_stable_and_bounded() -> None:
+    long_did = "did:key:" + "z" * 500
+
+    name = user_database_name(long_did)
+
+    assert name == user_database_name(long_did)
+    assert len(name) == 80 + len("-") + 12 + len(".sqlite")
+    assert "/" not in user_database_name("did:web:../../etc/passwd")
+
+
+def test_database_name_needs_a_did() -> None:
+    with pytest.raises(ValueError, match="DID"):
+        user_database_name("")
+
+
+# --- SqliteCheckpointers --------------------------------------------------------------
+
+
+async def test_one_database_per_user(sqlite_checkpointers: SqliteCheckpointers) -> None:
+    alice = await sqlite_checkpointers(ALICE)
+    bob = await sqlite_checkpointers(BOB)
+
+    alice_path = sqlite_checkpointers.path_for(ALICE)
+    bob_path = sqlite_checkpointers.path_for(BOB)
+    assert alice is not bob
+    assert alice_path != bob_path
+    assert alice_path.parent == bob_path.parent == sqlite_checkpointers.base_path
+    assert alice_path.name == user_database_name(ALICE)
+    assert alice_path.is_file()
+    assert bob_path.is_file()
+    assert sorted(p.name for p in sqlite_checkpointers.base_path.glob("*.sqlite")) == sorted(
+        [alice_path.name, bob_path.name]
+    )
+
+
+async def test_databases_use_wal_journal_mode(sqlite_checkpointers: SqliteCheckpointers) -> None:
+    await sqlite_checkpointers(ALICE)
+
+    assert journal_mode(sqlite_checkpointers.path_for(ALICE)) == "wal"
+
+
+async def test_savers_are_cached_per_user(sqlite_checkpointers: SqliteCheckpointers) -> None:
+    first = await sqlite_checkpointers(ALICE)
+    second = await sqlite_checkpointers(ALICE)
+    concurrent = await asyncio.gather(*(sqlite_checkpointers(BOB) for _ in range(5)))
+
+    assert first is second
+    assert all(saver is concurrent[0] for saver in concurrent)
+
+
+async def test_aclose_closes_connections_and_later_calls_reopen(tmp_path: Path) -> None:
+    savers = SqliteCheckpointers(tmp_path)
+    first = await savers(ALICE)
+
+    await savers.aclose()
+    reopened = await savers(ALICE)
+    try:
+        assert reopened is not first
+        assert isinstance(first, AsyncSqliteSaver)
+        with pytest.raises(ValueError, match="no active connection"):
+            await first.conn.execute("SELECT 1")
+        assert await reopened.aget_tuple(THREAD) is None
+    finally:
+        await savers.aclose()
+
+
+async def test_base_directory_is_created(tmp_path: Path) -> None:
+    savers = SqliteCheckpointers(tmp_path / "a" / "b")
+    try:
+        await savers(ALICE)
+    finally:
+        await savers.aclose()
+
+    assert (tmp_path / "a" / "b" / user_database_name(ALICE)).is_file()
+
+
+async def test_checkpoints_survive_closing_and_reopening(tmp_path: Path) -> None:
+    base = tmp_path / "checkpoints"
+    first_savers = SqliteCheckpointers(base)
+    model = ScriptedChatModel(
+        [call_tool("load_capability", {"names": ["weather"]}), "Weather loaded."]
+    )
+    try:
+        async with await runtime_on(first_savers, model) as runtime:
+            await runtime.run_turn("load the weather")
+            user_did = runtime.user.did
+    finally:
+        await first_savers.aclose()
+
+    second_savers = SqliteCheckpointers(base)
+    try:
+        saver = await second_savers(user_did)
+        found = await saver.aget_tuple(THREAD)
+        assert found is not None
+        values = found.checkpoint["channel_values"]
+        assert values["loaded_plugins"] == ["weather"]
+        assert isinstance(values["messages"][0], HumanMessage)
+        assert values["messages"][0].text == "load the weather"
+        assert values["messages"][-1].text == "Weather loaded."
+
+        # A new runtime on the reopened databases continues the thread.
+        strict = ScriptedChatModel([call_tool("get_forecast", {}), "Sunny."], strict=True)
+        async with await runtime_on(second_savers, strict) as runtime:
+            result = await runtime.run_turn("and the forecast?")
+    finally:
+        await second_savers.aclose()
+
+    assert "get_forecast" in strict.calls[0].tool_names
+    # The model sees the previous turn (after the system message) before the new one.
+    seen = [m.text for m in strict.calls[0].messages[1:]]
+    assert seen[0] == "load the weather"
+    assert seen[-2:] == ["Weather loaded.", "and the forecast?"]
+    assert result.text == "Sunny."
+    assert result.state["loaded_plugins"] == ["weather"]
+
+
+async def test_threads_of_different_users_are_isolated(
+    sqlite_checkpointers: SqliteCheckpointers,
+) -> None:
+    alice_model = ScriptedChatModel(["Hi Alice."])
+    bob_model = ScriptedChatModel(["Hi Bob."])
+
+    async with await runtime_on(sqlite_checkpointers, alice_model, UserInfo(did=ALICE)) as rt:
+        await rt.run_turn("I am Alice")
+    async with await runtime_on(sqlite_checkpointers, bob_model, UserInfo(did=BOB)) as rt:
+        result = await rt.run_turn("I am Bob")
+
+    # Same thread id, different users: Bob's model sees only his own message.
+    assert [m.text for m in bob_model.calls[0].messages[1:]] == ["I am Bob"]
+    assert [m.text for m in result.state["messages"]] == ["I am Bob", "Hi Bob."]
+    alice_saver = await sqlite_checkpointers(ALICE)
+    found = await alice_saver.aget_tuple(THREAD)
+    assert found is not None
+    assert [m.text for m in found.checkpoint["channel_values"]["messages"]] == [
+        "I am Alice",
+        "Hi Alice.",
+    ]
+
+
+# --- InMemoryCheckpointers ------------------------------------------------------------
+
+
+async def test_in_memory_savers_are_per_user_and_cached() -> None:
+    savers = InMemoryCheckpointers()
+
+    alice = await savers(ALICE)
+
+    assert await savers(ALICE) is alice
+    assert await savers(BOB) is not alice
+    with pytest.raises(ValueError, match="DID"):
+        await savers("")
+    await savers.aclose()
+    assert await savers(ALICE) is not alice
+
+
+async def test_test_runtime_default_checkpointer_keeps_threads() -> None:
+    model = ScriptedChatModel(["first", "second"])
+    async with await create_test_runtime(plugins=[WeatherPlugin()], model=model) as runtime:
+        await runtime.run_turn("one")
+        result = await runtime.run_turn("two")
+
+    assert [m.text for m in result.state["messages"]] == ["one", "first", "two", "second"]
+    assert isinstance(result.state["messages"][1], AIMessage)
