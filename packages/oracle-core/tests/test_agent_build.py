@@ -782,3 +782,54 @@ async def test_turn_state_hooks_see_the_server_turn_input() -> None:
         await runtime.build("hi")
 
     assert seen == ["!page:server"]
+
+
+async def test_concurrent_turns_keep_their_own_request_tools_and_prompt() -> None:
+    """Builds may share compiled parts; each turn still runs its own tools and prompt."""
+    both_started = asyncio.Barrier(2)
+
+    class PerUser(OraclePlugin):
+        name = "per-user"
+        version = "1"
+        manifest = make_manifest("Per User")
+
+        def get_request_tools(self, rt_ctx: RuntimeContext[Any]) -> list[PluginTool]:
+            owner = rt_ctx.user.did
+
+            @plugin_tool(name="whoami", description="Says who asks.", args_schema=NoArgs)
+            async def whoami(args: NoArgs, ctx: RuntimeContext[Any]) -> str:
+                await asyncio.wait_for(both_started.wait(), timeout=5)
+                return f"built for {owner}, called by {ctx.user.did}"
+
+            return [whoami]
+
+    prompts: dict[str, str] = {}
+
+    def step(messages: Sequence[BaseMessage], tools: tuple[str, ...]) -> AIMessage:
+        last = messages[-1]
+        if isinstance(last, HumanMessage):
+            prompts[last.text] = messages[0].text
+            return call_tool("whoami", {})
+        return AIMessage(content=last.text)
+
+    model = ScriptedChatModel([step] * 4)
+    async with await create_test_runtime(plugins=[PerUser()], model=model) as runtime:
+
+        async def turn(did: str, zone: str) -> dict[str, Any]:
+            return await runtime.runtime.run_turn(
+                TurnRequest(
+                    user=UserInfo(did=did, timezone=zone),
+                    session=SessionInfo(id=f"thread-{did}"),
+                    message=did,
+                )
+            )
+
+        ada, bob = await asyncio.gather(
+            turn("did:key:ada", "Europe/Paris"), turn("did:key:bob", "Asia/Tokyo")
+        )
+
+    assert ada["messages"][-1].text == "built for did:key:ada, called by did:key:ada"
+    assert bob["messages"][-1].text == "built for did:key:bob, called by did:key:bob"
+    assert "(Europe/Paris)" in prompts["did:key:ada"]
+    assert "(Asia/Tokyo)" in prompts["did:key:bob"]
+    assert "(Asia/Tokyo)" not in prompts["did:key:ada"]

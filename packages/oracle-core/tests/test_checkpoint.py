@@ -23,8 +23,11 @@ from oracle_core import (
     PluginManifest,
     PluginTool,
     RuntimeContext,
+    SessionInfo,
     SqliteCheckpointers,
+    TurnRequest,
     UserInfo,
+    create_runtime,
     plugin_tool,
 )
 from oracle_core._checkpoint import user_database_name
@@ -75,6 +78,10 @@ async def runtime_on(
         user=user,
         hooks=MainAgentHooks(checkpointer_for_user=checkpointers),
     )
+
+
+def sqlite_files(root: Path) -> list[Path]:
+    return sorted(root.rglob("*.sqlite"))
 
 
 def journal_mode(path: Path) -> str:
@@ -264,3 +271,39 @@ async def test_test_runtime_default_checkpointer_keeps_threads() -> None:
 
     assert [m.text for m in result.state["messages"]] == ["one", "first", "two", "second"]
     assert isinstance(result.state["messages"][1], AIMessage)
+
+
+# --- the local backend default (CORE-54) ----------------------------------------------
+
+
+async def test_local_runtime_defaults_to_per_user_sqlite(tmp_path: Path) -> None:
+    model = ScriptedChatModel(["Stored."])
+    env = {
+        "ORACLE_BACKEND": "local",
+        "LLM_PROVIDER": "openai-compatible",
+        "OPENAI_COMPATIBLE_BASE_URL": "http://127.0.0.1:9/v1",
+        "OPENAI_COMPATIBLE_MODEL": "unused",
+        "SQLITE_DATABASE_PATH": str(tmp_path),
+    }
+    runtime = await create_runtime(
+        {"name": "Local Oracle"},
+        plugins=[WeatherPlugin()],
+        discover_entry_points=False,
+        env=env,
+        hooks=MainAgentHooks(resolve_model=lambda role, **params: model),
+    )
+    async with runtime:
+        await runtime.run_turn(
+            TurnRequest(user=UserInfo(did=ALICE), session=SessionInfo(id="t-1"), message="hi")
+        )
+
+    databases = sqlite_files(tmp_path)
+    assert [p.name for p in databases] == [user_database_name(ALICE)]
+    reopened = SqliteCheckpointers(databases[0].parent)
+    try:
+        saver = await reopened(ALICE)
+        found = await saver.aget_tuple({"configurable": {"thread_id": "t-1"}})
+    finally:
+        await reopened.aclose()
+    assert found is not None
+    assert [m.text for m in found.checkpoint["channel_values"]["messages"]] == ["hi", "Stored."]

@@ -313,3 +313,18 @@ async def test_names_that_are_not_on_demand_plugins_are_ignored(
     assert "book_meeting" not in model.calls[0].tool_names
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("notes, ghost, audit" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("meetings", "meeting"),
+        ("invoices", "invoice"),
+        ("forecasting", "forecasts"),
+        ("studies", "study"),
+    ],
+)
+def test_inflections_of_one_word_share_a_term(a: str, b: str) -> None:
+    from oracle_core._router import terms
+
+    assert terms(a) == terms(b)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 from collections.abc import Mapping
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
-from oracle_core._capabilities import CapabilityCatalog, CatalogEntry, ToolView, meta_tools
+from oracle_core._capabilities import CapabilityCatalog, CatalogEntry, ToolView
 from oracle_core._context import (
     AbortSignal,
     Emitter,
@@ -37,7 +38,6 @@ from oracle_core._prompt import (
 )
 from oracle_core._state import TURN_STATE_KEYS, MainAgentState, ReadonlyState, apply_updates
 from oracle_core._subagents import SubAgentToolAdapter, resolve_sub_agent
-from oracle_core._tool_adapter import PluginToolAdapter
 from oracle_core._tools import PluginSubAgent, PluginTool, ToolInfo
 
 if TYPE_CHECKING:
@@ -73,6 +73,16 @@ class TurnRequest:
         if isinstance(self.message, str):
             return self.message
         return str(self.message.text)
+
+
+@dataclass
+class PluginBinding:
+    """One plugin's bound tools for a build: adapters, which are static, infos, catalog."""
+
+    adapters: list[Any] = field(default_factory=list)
+    static_ids: set[int] = field(default_factory=set)
+    infos: dict[str, ToolInfo] = field(default_factory=dict)
+    entry: CatalogEntry = field(default=None)  # type: ignore[assignment]
 
 
 @dataclass
@@ -244,18 +254,22 @@ class AgentBuilder:
         snapshot = await _load_snapshot(saver, turn.session.id, logger)
         always = rt.always_plugins
         shared = SharedState(rt.registries.shared_state, None, logger)
-        ctx = self._base_context(turn, snapshot, always, shared)
+        server_state = {k: v for k, v in turn.state.items() if k != "messages"}
+        base_state = apply_updates(snapshot, server_state) if server_state else snapshot
+        ctx = self._base_context(turn, base_state, always, shared)
         thread_loaded = ctx.history.state.loaded_plugins
         preloaded = await self._route(turn, thread_loaded, ctx)
 
-        turn_state = await self._turn_state(ctx)
-        turn_state.update({k: v for k, v in turn.state.items() if k != "messages"})
+        # Server-supplied keys win over plugin turn state (CORE-53).
+        turn_state = {**await self._turn_state(ctx), **server_state}
         if turn_state:
             ctx = ctx.with_state(apply_updates(snapshot, turn_state))
 
         contributions = await self._request_contributions(ctx)
         degraded: list[tuple[str, str]] = []
-        tools, static_ids, infos = self._assemble(ctx, contributions, degraded, saver, preloaded)
+        tools, static_ids, infos, catalog = self._assemble(
+            ctx, contributions, degraded, saver, preloaded
+        )
         prompt = await self._prompt(ctx, thread_loaded, contributions, degraded)
         model = (
             rt.hooks.resolve_model("main")
@@ -281,7 +295,9 @@ class AgentBuilder:
             system_prompt=prompt.text,
             tool_infos=infos,
             tools={t.name: t for _, t in per_turn},
+            catalog=catalog,
         )
+        ctx = dataclasses.replace(ctx, _turn=bindings)
         context = OracleRunContext(
             user_did=turn.user.did,
             session_id=turn.session.id,
@@ -328,53 +344,86 @@ class AgentBuilder:
         degraded: list[tuple[str, str]],
         saver: Any,
         preloaded: frozenset[str],
-    ) -> tuple[list[Any], set[int], dict[str, ToolInfo]]:
-        """Meta-tools, then per plugin: boot, request and sub-agent tools (CORE-83 step 6)."""
+    ) -> tuple[list[Any], set[int], dict[str, ToolInfo], CapabilityCatalog]:
+        """Meta-tools, then per plugin: boot, request and sub-agent tools (CORE-83 step 6).
+
+        A plugin with no sub-agents and no request-time hooks binds the same tools every
+        turn; its binding is computed once and reused.
+        """
         rt = self.rt
-        logger = rt.logger
         owners: dict[str, str] = {}
-        per_plugin: list[tuple[BootedPlugin, list[PluginTool], list[Any]]] = []
-        stamp = time_line(ctx.user.timezone, ctx.user.current_time)
         # Boot-time names are claimed first: a request-time tool never displaces one,
         # whatever the plugin order (CORE-41: boot-time before request-time).
         for entry in rt.booted:
             owners.update(dict.fromkeys((t.name for t in entry.tools), entry.name))
             owners.update(dict.fromkeys((s.tool_name for s in entry.sub_agents), entry.name))
+        bound: list[Any] = list(rt.meta_adapters)
+        static_ids = {id(a) for a in rt.meta_adapters}
+        infos = {a.name: ToolInfo(name=a.name, owner=None, visibility="always") for a in bound}
+        entries: dict[str, CatalogEntry] = {}
         for entry in rt.booted:
             degraded.extend((entry.name, failure) for failure in entry.boot_failures)
-            got = contributions.get(entry.name, {})
-            plugin_tools: list[PluginTool] = list(entry.tools)
-            subs: list[tuple[PluginSubAgent, bool]] = [(s, False) for s in entry.sub_agents]
-            req_tools = got.get("get_request_tools", MISSING)
-            if isinstance(req_tools, BaseException):
-                logger.error(
-                    "get_request_tools of plugin '%s' failed: %s",
-                    entry.name,
-                    req_tools,
-                    exc_info=req_tools,
-                )
-                degraded.append((entry.name, "request tools"))
-            elif req_tools is not MISSING and req_tools:
-                for tool in req_tools:
-                    if not self._claim(owners, tool.name, entry.name, logger):
-                        continue
-                    plugin_tools.append(tool)
-            req_subs = got.get("get_request_sub_agents", MISSING)
-            if isinstance(req_subs, BaseException):
-                logger.error(
-                    "get_request_sub_agents of plugin '%s' failed: %s",
-                    entry.name,
-                    req_subs,
-                    exc_info=req_subs,
-                )
-                degraded.append((entry.name, "request sub-agents"))
-            elif req_subs is not MISSING and req_subs:
-                for sub in req_subs:
-                    if self._claim(owners, sub.tool_name, entry.name, logger):
-                        subs.append((sub, True))
-            adapters: list[Any] = []
+            binding = rt.static_bindings.get(entry.name)
+            if binding is None:
+                binding = self._bind_dynamic(entry, ctx, contributions, degraded, saver, owners)
+                if self._is_static(entry):
+                    rt.static_bindings[entry.name] = binding
+            bound.extend(binding.adapters)
+            static_ids |= binding.static_ids
+            infos.update(binding.infos)
+            entries[entry.name] = binding.entry
+        return bound, static_ids, infos, CapabilityCatalog(entries=entries, preloaded=preloaded)
+
+    def _is_static(self, entry: BootedPlugin) -> bool:
+        caller = self.rt.caller
+        return not entry.sub_agents and not any(
+            caller.implements(entry.name, hook)
+            for hook in ("get_request_tools", "get_request_sub_agents")
+        )
+
+    def _bind_dynamic(
+        self,
+        entry: BootedPlugin,
+        ctx: RuntimeContext[Any],
+        contributions: Mapping[str, Mapping[str, Any]],
+        degraded: list[tuple[str, str]],
+        saver: Any,
+        owners: dict[str, str],
+    ) -> PluginBinding:
+        rt = self.rt
+        logger = rt.logger
+        got = contributions.get(entry.name, {})
+        plugin_tools: list[PluginTool] = list(entry.tools)
+        subs: list[PluginSubAgent] = list(entry.sub_agents)
+        req_tools = got.get("get_request_tools", MISSING)
+        if isinstance(req_tools, BaseException):
+            logger.error(
+                "get_request_tools of plugin '%s' failed: %s",
+                entry.name,
+                req_tools,
+                exc_info=req_tools,
+            )
+            degraded.append((entry.name, "request tools"))
+        elif req_tools is not MISSING and req_tools:
+            plugin_tools.extend(
+                t for t in req_tools if self._claim(owners, t.name, entry.name, logger)
+            )
+        req_subs = got.get("get_request_sub_agents", MISSING)
+        if isinstance(req_subs, BaseException):
+            logger.error(
+                "get_request_sub_agents of plugin '%s' failed: %s",
+                entry.name,
+                req_subs,
+                exc_info=req_subs,
+            )
+            degraded.append((entry.name, "request sub-agents"))
+        elif req_subs is not MISSING and req_subs:
+            subs.extend(s for s in req_subs if self._claim(owners, s.tool_name, entry.name, logger))
+        adapters: list[SubAgentToolAdapter] = []
+        if subs:
             scoped = ctx.for_plugin(entry.name)
-            for spec, _ in subs:
+            stamp = time_line(ctx.user.timezone, ctx.user.current_time)
+            for spec in subs:
                 try:
                     resolved = resolve_sub_agent(spec, entry.name, scoped)
                 except Exception:
@@ -392,49 +441,44 @@ class AgentBuilder:
                         logger=logger,
                     )
                 )
-            per_plugin.append((entry, plugin_tools, adapters))
+        return self._binding(entry, plugin_tools, adapters)
 
-        entries: dict[str, CatalogEntry] = {}
-        infos: dict[str, ToolInfo] = {}
-        bound: list[Any] = []
-        plugin_bound: list[Any] = []
-        static_ids: set[int] = set()
-        for entry, plugin_tools, adapters in per_plugin:
-            views: list[ToolView] = []
-            default_vis = entry.manifest.visibility
-            on_demand = False
-            for tool in plugin_tools:
-                adapter, is_static = rt.tool_adapter(entry.name, entry.manifest.title, tool)
-                plugin_bound.append(adapter)
-                if is_static:
-                    static_ids.add(id(adapter))
-                vis = tool.visibility or default_vis
-                on_demand |= vis == "on-demand"
-                infos[tool.name] = ToolInfo(
-                    name=tool.name, owner=entry.name, visibility=vis, effect=tool.effect
-                )
-                views.append(ToolView(tool.name, adapter.description, tool.effect))
-            for adapter in adapters:
-                spec = adapter.resolved.spec
-                plugin_bound.append(adapter)
-                vis = spec.visibility or default_vis
-                on_demand |= vis == "on-demand"
-                infos[adapter.name] = ToolInfo(name=adapter.name, owner=entry.name, visibility=vis)
-                views.append(ToolView(adapter.name, adapter.description))
-            entries[entry.name] = CatalogEntry(
-                name=entry.name,
-                manifest=entry.manifest,
-                operating_guide=entry.plugin.operating_guide,
-                tools=tuple(views),
-                has_on_demand_tools=on_demand,
+    def _binding(
+        self,
+        entry: BootedPlugin,
+        plugin_tools: list[PluginTool],
+        sub_adapters: list[SubAgentToolAdapter],
+    ) -> PluginBinding:
+        binding = PluginBinding()
+        views: list[ToolView] = []
+        default_vis = entry.manifest.visibility
+        on_demand = False
+        for tool in plugin_tools:
+            adapter, is_static = self.rt.tool_adapter(entry.name, entry.manifest.title, tool)
+            binding.adapters.append(adapter)
+            if is_static:
+                binding.static_ids.add(id(adapter))
+            vis = tool.visibility or default_vis
+            on_demand |= vis == "on-demand"
+            binding.infos[tool.name] = ToolInfo(
+                name=tool.name, owner=entry.name, visibility=vis, effect=tool.effect
             )
-        catalog = CapabilityCatalog(entries=entries, preloaded=preloaded)
-        meta_infos: dict[str, ToolInfo] = {}
-        for meta in meta_tools(catalog):
-            bound.append(PluginToolAdapter.from_plugin_tool(meta, owner=None, title=None))
-            meta_infos[meta.name] = ToolInfo(name=meta.name, owner=None, visibility="always")
-        bound.extend(plugin_bound)
-        return bound, static_ids, {**meta_infos, **infos}
+            views.append(ToolView(tool.name, adapter.description, tool.effect))
+        for sub in sub_adapters:
+            spec = sub.resolved.spec
+            binding.adapters.append(sub)
+            vis = spec.visibility or default_vis
+            on_demand |= vis == "on-demand"
+            binding.infos[sub.name] = ToolInfo(name=sub.name, owner=entry.name, visibility=vis)
+            views.append(ToolView(sub.name, sub.description))
+        binding.entry = CatalogEntry(
+            name=entry.name,
+            manifest=entry.manifest,
+            operating_guide=entry.plugin.operating_guide,
+            tools=tuple(views),
+            has_on_demand_tools=on_demand,
+        )
+        return binding
 
     @staticmethod
     def _claim(owners: dict[str, str], name: str, plugin: str, logger: logging.Logger) -> bool:

@@ -163,14 +163,23 @@ def _thread_loaded(rt_ctx: RuntimeContext[Any]) -> frozenset[str]:
     return rt_ctx.history.state.loaded_plugins
 
 
-def meta_tools(catalog: CapabilityCatalog) -> list[PluginTool]:
-    """The two meta-tools bound to this build's catalog."""
+def _catalog_of(rt_ctx: RuntimeContext[Any]) -> CapabilityCatalog:
+    turn = rt_ctx._turn
+    if turn is None or turn.catalog is None:
+        raise RuntimeError("the meta-tools run only inside an oracle agent turn")
+    catalog: CapabilityCatalog = turn.catalog
+    return catalog
+
+
+def meta_tools() -> list[PluginTool]:
+    """The two meta-tools; each call reads the catalog of its own turn."""
 
     def list_handler(args: _NoArgs, rt_ctx: RuntimeContext[Any]) -> str:
-        payload = catalog.list_capabilities(_thread_loaded(rt_ctx))
+        payload = _catalog_of(rt_ctx).list_capabilities(_thread_loaded(rt_ctx))
         return json.dumps(payload, ensure_ascii=False)
 
     def load_handler(args: LoadCapabilityArgs, rt_ctx: RuntimeContext[Any]) -> Any:
+        catalog = _catalog_of(rt_ctx)
         names = list(dict.fromkeys(n.strip() for n in args.names))
         tool_call_id = rt_ctx.tool_call_id or ""
         problems = catalog.check_names(names)

@@ -204,7 +204,7 @@ class SharedState:
         try:
             value = accessor(ctx.history.state, ctx)
         except Exception:
-            self._logger.exception("shared-state accessor '%s' of plugin '%s' raised", key, owner)
+            ctx.logger.exception("shared-state accessor '%s' of plugin '%s' raised", key, owner)
             return default
         return default if value is None else value
 
@@ -273,6 +273,7 @@ class RuntimeContext(PluginContext[ConfigT]):
     abort_signal: AbortSignal = field(default_factory=AbortSignal)
     tool_call_id: str | None = None
     _scope: _Scope | None = field(default=None, repr=False, compare=False)
+    _turn: TurnBindings | None = field(default=None, repr=False, compare=False)
 
     def for_plugin(self, name: str) -> RuntimeContext[Any]:
         """The same context scoped to plugin ``name`` (its logger and config)."""
@@ -315,12 +316,14 @@ class TurnBindings:
         tool_infos: Owner, visibility and effect of every bound tool, by name.
         tools: This turn's implementation of every per-turn tool, by name.
         call_counts: Executions per call signature in this run (repetition guard).
+        catalog: The meta-tools' ``CapabilityCatalog`` of the turn.
     """
 
     system_prompt: str | None = None
     tool_infos: Mapping[str, Any] = field(default_factory=dict)
     tools: Mapping[str, Any] = field(default_factory=dict)
     call_counts: dict[str, int] = field(default_factory=dict)
+    catalog: Any = None
 
 
 @dataclass(frozen=True)

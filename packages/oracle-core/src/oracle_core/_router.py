@@ -83,11 +83,20 @@ _STOPWORDS = frozenset(
 _WEIGHTS = {"tags": 2.0, "when_to_use": 1.5, "examples": 1.0, "title": 1.0, "summary": 0.5}
 
 
-def _stem(word: str) -> str:
-    for suffix in ("ing", "ies", "es", "ed", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+def _strip_suffix(word: str) -> str:
+    for suffix in ("ing", "ies", "ed", "s"):
+        if word.endswith(suffix) and not word.endswith("ss") and len(word) - len(suffix) >= 3:
             return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
     return word
+
+
+def _stem(word: str) -> str:
+    # Strip until stable ("meetings" and "meeting" both give "meet"), then drop a final
+    # "e" so that "invoices" and "invoice" agree.
+    stemmed = _strip_suffix(word)
+    while stemmed != word:
+        word, stemmed = stemmed, _strip_suffix(stemmed)
+    return stemmed[:-1] if stemmed.endswith("e") and len(stemmed) > 3 else stemmed
 
 
 def terms(text: str) -> list[str]:

@@ -23,6 +23,7 @@ from oracle_core._boot import (
     enter_lifespans,
     warm_plugins,
 )
+from oracle_core._capabilities import meta_tools
 from oracle_core._checkpoint import SqliteCheckpointers
 from oracle_core._config import ComposedConfig, OracleConfig, compose_config, load_oracle_config
 from oracle_core._context import OracleIdentity, PluginContext
@@ -52,6 +53,7 @@ from oracle_core._services import (
 )
 from oracle_core._tool_adapter import PluginToolAdapter
 from oracle_core._tools import PluginTool
+from oracle_core._tracing import install_untraced_fast_path
 
 __all__ = ["BootInputs", "OracleRuntime", "PluginsView", "boot_runtime", "create_runtime"]
 
@@ -122,6 +124,11 @@ class OracleRuntime:
         self._adapters: dict[int, PluginToolAdapter] = {}
         self._builder = AgentBuilder(self)
         self.agent_cache = AgentCache()
+        self.static_bindings: dict[str, Any] = {}
+        self.meta_adapters = [
+            PluginToolAdapter.from_plugin_tool(tool, owner=None, title=None)
+            for tool in meta_tools()
+        ]
 
     # -- attributes filled at boot (declared for type checkers) --
     oracle_config: OracleConfig
@@ -265,6 +272,7 @@ class OracleRuntime:
 
     async def _boot(self, inputs: BootInputs) -> None:
         logger = self.logger
+        install_untraced_fast_path()
         self.oracle_config = inputs.config
         candidates = self._collect(inputs)
         check_features(inputs.features, [p.name for p in candidates], logger)

@@ -109,7 +109,9 @@ async def validate_plugin(
         else:
             try:
                 loaded = load_entry_point(eps[0])
-                report.add("entry point", type(loaded) is type(plugin), eps[0].value)
+                # Compared by identity fields: a factory may build a fresh class per call.
+                same = loaded.name == plugin.name and loaded.version == plugin.version
+                report.add("entry point", same, eps[0].value)
             except Exception as exc:
                 report.add("entry point", False, str(exc))
 
