@@ -39,8 +39,8 @@ typecheck: setup ## mypy --strict over packages/ and tests/
 	$(RUN) mypy
 
 .PHONY: unit
-unit: setup ## Run the test suites only
-	$(RUN) pytest -q
+unit: setup ## Run the test suites only (with branch coverage of core)
+	$(RUN) pytest -q --cov=oracle_core --cov-branch --cov-report=term:skip-covered
 
 .PHONY: test
 test: setup ## Lint, type-check and run every test
@@ -56,8 +56,8 @@ bench: setup ## Run the benchmarks and print their figures
 	$(RUN) python -m benchmarks
 
 .PHONY: docs
-docs: setup ## Check the docs pages against the code (hook list, links)
-	$(RUN) pytest -q tests/test_docs.py
+docs: setup ## Check the docs against the code (hook reference, links, package pages)
+	$(RUN) pytest -q tests/test_docs.py packages/oracle-core/tests/test_hookspecs.py
 
 .PHONY: clean
 clean: ## Remove the virtualenvs and caches
