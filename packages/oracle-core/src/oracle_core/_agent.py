@@ -132,6 +132,28 @@ async def _load_snapshot(saver: Any, thread_id: str, logger: logging.Logger) -> 
     return dict(found.checkpoint.get("channel_values") or {})
 
 
+_DEGRADED_LABELS = {
+    "get_request_tools": "request tools",
+    "get_request_sub_agents": "request sub-agents",
+}
+
+
+def _contribution(
+    got: Mapping[str, Any],
+    hook: str,
+    plugin: str,
+    degraded: list[tuple[str, str]],
+    logger: logging.Logger,
+) -> list[Any]:
+    """A request-time hook's result for one plugin; a failure is logged and degrades it."""
+    result = got.get(hook, MISSING)
+    if isinstance(result, BaseException):
+        logger.error("%s of plugin '%s' failed: %s", hook, plugin, result, exc_info=result)
+        degraded.append((plugin, _DEGRADED_LABELS[hook]))
+        return []
+    return [] if result is MISSING or not result else list(result)
+
+
 class AgentBuilder:
     """Builds the main agent for one request from a booted runtime."""
 
@@ -395,30 +417,12 @@ class AgentBuilder:
         got = contributions.get(entry.name, {})
         plugin_tools: list[PluginTool] = list(entry.tools)
         subs: list[PluginSubAgent] = list(entry.sub_agents)
-        req_tools = got.get("get_request_tools", MISSING)
-        if isinstance(req_tools, BaseException):
-            logger.error(
-                "get_request_tools of plugin '%s' failed: %s",
-                entry.name,
-                req_tools,
-                exc_info=req_tools,
-            )
-            degraded.append((entry.name, "request tools"))
-        elif req_tools is not MISSING and req_tools:
-            plugin_tools.extend(
-                t for t in req_tools if self._claim(owners, t.name, entry.name, logger)
-            )
-        req_subs = got.get("get_request_sub_agents", MISSING)
-        if isinstance(req_subs, BaseException):
-            logger.error(
-                "get_request_sub_agents of plugin '%s' failed: %s",
-                entry.name,
-                req_subs,
-                exc_info=req_subs,
-            )
-            degraded.append((entry.name, "request sub-agents"))
-        elif req_subs is not MISSING and req_subs:
-            subs.extend(s for s in req_subs if self._claim(owners, s.tool_name, entry.name, logger))
+        for tool in _contribution(got, "get_request_tools", entry.name, degraded, logger):
+            if self._claim(owners, tool.name, entry.name, logger):
+                plugin_tools.append(tool)
+        for sub in _contribution(got, "get_request_sub_agents", entry.name, degraded, logger):
+            if self._claim(owners, sub.tool_name, entry.name, logger):
+                subs.append(sub)
         adapters: list[SubAgentToolAdapter] = []
         if subs:
             scoped = ctx.for_plugin(entry.name)
