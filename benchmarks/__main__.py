@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from benchmarks import boot_time, first_turn_tokens, turn_overhead
+from benchmarks import boot_time, first_turn_tokens, turn_overhead, ucan_validation
 
 
 def main() -> None:
@@ -14,6 +14,8 @@ def main() -> None:
     print(boot_time.report(boot_time.measure()))
     print()
     print(turn_overhead.report(asyncio.run(turn_overhead.measure())))
+    print()
+    print(ucan_validation.report(asyncio.run(ucan_validation.measure())))
 
 
 if __name__ == "__main__":

@@ -76,6 +76,24 @@ def test_core_wheel_is_typed_and_declares_its_dependencies(wheels: dict[str, Pat
     assert fields["Requires-Python"] == [">=3.11"]
 
 
+def test_ucan_wheel_depends_on_py_multiformats_only(wheels: dict[str, Path]) -> None:
+    names, fields = _metadata(wheels["oracle-ucan"])
+    assert "oracle_ucan/py.typed" in names
+    requires = [r.split(";")[0].replace(" ", "") for r in fields.get("Requires-Dist", [])]
+    names_only = {r.split("=")[0].split(">")[0].split("<")[0].split("!")[0] for r in requires}
+    # The pure-Python multiformats and dag-cbor install the same import name and break it.
+    assert "py-multiformats==0.4.0a1" in requires
+    assert not names_only & {"multiformats", "dag-cbor", "multiformats-config", "oracle-core"}
+
+
+def test_no_distribution_shadows_py_multiformats() -> None:
+    from importlib.metadata import distributions
+
+    installed = {(d.metadata["Name"] or "").lower() for d in distributions()}
+    assert "py-multiformats" in installed
+    assert not installed & {"multiformats", "dag-cbor", "multiformats-config"}
+
+
 def test_each_wheel_owns_only_its_import_path(wheels: dict[str, Path]) -> None:
     for name, wheel in wheels.items():
         names, _ = _metadata(wheel)

@@ -1,0 +1,347 @@
+"""The UCAN 0.9.1 block as ucanto encodes it: model, DAG-CBOR form, signing and checks."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import itertools
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import cbor2
+from multiformats.cid import CID
+
+from oracle_ucan import dag_cbor, dag_json, varint
+from oracle_ucan.cid import cid_for
+from oracle_ucan.errors import InvalidFormat
+from oracle_ucan.principal import (
+    EDDSA_SIGNATURE_CODE,
+    SIGNATURE_PREFIX,
+    Ed25519Verifier,
+    decode_principal,
+    encode_principal,
+)
+
+__all__ = ["UCAN_VERSION", "Signer", "Ucan", "issue"]
+
+UCAN_VERSION = "0.9.1"
+_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+_REQUIRED_KEYS = frozenset({"v", "iss", "aud", "s", "att", "prf", "exp"})
+# Every allowed key set of a UCAN map, and its one canonical order.
+_TOP_LEVEL_ORDERS: dict[frozenset[str], tuple[str, ...]] = {
+    frozenset(keys): tuple(sorted(keys, key=dag_cbor.sort_key))
+    for keys in (
+        _REQUIRED_KEYS | frozenset(optional)
+        for optional in itertools.chain.from_iterable(
+            itertools.combinations(("fct", "nnc", "nbf"), n) for n in range(4)
+        )
+    )
+}
+# The only key orders a canonical capability map can have.
+_CAPABILITY_ORDERS = frozenset({("can", "with"), ("nb", "can", "with")})
+
+
+class Signer(Protocol):
+    """What issuing needs of a signer."""
+
+    signature_code: int
+    signature_algorithm: str
+
+    def did(self) -> str:
+        """The DID written as ``iss``."""
+        ...
+
+    def sign(self, payload: bytes) -> bytes:
+        """The raw signature of ``payload``."""
+        ...
+
+
+_json_str = json.encoder.encode_basestring  # JSON string literal, non-ASCII kept as is
+
+
+@functools.lru_cache(maxsize=8)
+def _encoded_header(version: str) -> bytes:
+    """``b64url(header) "."`` for a UCAN version (the same for every UCAN of it)."""
+    header = f'{{"alg":"EdDSA","typ":"JWT","ucv":{_json_str(version)}}}'
+    return base64.urlsafe_b64encode(header.encode()).rstrip(b"=") + b"."
+
+
+@dataclass(slots=True, eq=False)
+class Ucan:
+    """A decoded or freshly issued UCAN block. Treat it as read-only: decoded UCANs are
+    shared through a cache (not frozen only because frozen dataclasses are slow to build).
+
+    Attributes:
+        version: ``v``, e.g. ``0.9.1``.
+        issuer: ``iss`` as a DID.
+        audience: ``aud`` as a DID.
+        capabilities: ``att``: ``{"with", "can", "nb"?}`` maps.
+        expiration: ``exp`` in Unix seconds, ``None`` for never.
+        proofs: ``prf`` links.
+        signature: The raw signature bytes.
+        signature_code: The varsig algorithm code (``0xd0ed`` for EdDSA).
+        not_before: ``nbf``, if any.
+        nonce: ``nnc``, if any.
+        facts: ``fct``.
+        block: The DAG-CBOR bytes.
+        cid: The block's CID.
+    """
+
+    version: str
+    issuer: str
+    audience: str
+    capabilities: tuple[Mapping[str, Any], ...]
+    expiration: int | None
+    proofs: tuple[CID, ...]
+    signature: bytes
+    signature_code: int = EDDSA_SIGNATURE_CODE
+    not_before: int | None = None
+    nonce: str | None = None
+    facts: tuple[Mapping[str, Any], ...] = ()
+    block: bytes = field(default=b"", repr=False)
+    cid: CID | None = None
+
+    def signing_input(self) -> bytes:
+        """The bytes the signature covers (UCAN-9): ``b64url(header).b64url(payload)``."""
+        return signing_input(
+            version=self.version,
+            issuer=self.issuer,
+            audience=self.audience,
+            capabilities=self.capabilities,
+            expiration=self.expiration,
+            proofs=self.proofs,
+            not_before=self.not_before,
+            nonce=self.nonce,
+            facts=self.facts,
+        )
+
+    def verify_with(self, verifier: Ed25519Verifier) -> bool:
+        """Whether ``verifier``'s key signed this UCAN."""
+        if self.signature_code != EDDSA_SIGNATURE_CODE:
+            return False
+        return verifier.verify(self.signature, self.signing_input())
+
+    @classmethod
+    def decode(cls, block: bytes, cid: CID | None = None) -> Ucan:
+        """Decode a UCAN block (strict DAG-CBOR).
+
+        Decoded blocks are cached by CID: a CID names its bytes, so the same CID always
+        decodes to the same UCAN.
+
+        Raises:
+            InvalidFormat: not a UCAN 0.9 block.
+        """
+        if cid is not None:
+            cached = _DECODED.get(cid)
+            if cached is not None:
+                return cached
+        ucan = _decode_block(bytes(block), cid)
+        if cid is not None:
+            if len(_DECODED) >= _DECODED_MAX:
+                _DECODED.pop(next(iter(_DECODED)))
+            _DECODED[cid] = ucan
+        return ucan
+
+
+_DECODED: dict[CID, Ucan] = {}
+_DECODED_MAX = 20_000
+
+
+def _int_or_none(value: Any) -> bool:
+    return value is None or type(value) is int
+
+
+def _decode_block(raw: bytes, cid: CID | None) -> Ucan:
+    data = dag_cbor.loads_exact(raw)
+    if type(data) is not dict:
+        raise InvalidFormat("a UCAN block is a map")
+    order = tuple(data)
+    expected = _TOP_LEVEL_ORDERS.get(frozenset(order))
+    if expected is None:
+        raise InvalidFormat(f"UCAN block has keys {sorted(order)}")
+    if order != expected:
+        raise InvalidFormat("DAG-CBOR map keys are not in canonical order")
+    version = data["v"]
+    if type(version) is not str or not _VERSION_RE.fullmatch(version):
+        raise InvalidFormat("invalid UCAN version")
+    iss, aud, sig = data["iss"], data["aud"], data["s"]
+    if type(iss) is not bytes or type(aud) is not bytes or type(sig) is not bytes:
+        raise InvalidFormat("iss, aud and s must be bytes")
+    code, pos = varint.decode(sig)
+    length, pos = varint.decode(sig, pos)
+    if len(sig) - pos != length:
+        raise InvalidFormat("signature length does not match its header")
+    att = data["att"]
+    if type(att) is not list:
+        raise InvalidFormat("att must be a list")
+    for capability in att:
+        if not _is_capability(capability):
+            raise InvalidFormat("att must be a list of {with, can, nb?} maps")
+        if "nb" in capability:
+            dag_cbor.walk(capability["nb"], 2)
+    prf = data["prf"]
+    if type(prf) is not list:
+        raise InvalidFormat("prf must be a list of links")
+    for index, link in enumerate(prf):
+        if type(link) is not cbor2.CBORTag or link.tag != 42:
+            raise InvalidFormat("prf must be a list of links")
+        prf[index] = dag_cbor.link(link)
+    exp, nbf, nnc = data["exp"], data.get("nbf"), data.get("nnc")
+    if not _int_or_none(exp) or not _int_or_none(nbf):
+        raise InvalidFormat("exp and nbf must be integers (exp may be null)")
+    if nnc is not None and type(nnc) is not str:
+        raise InvalidFormat("nnc must be text")
+    fct = data.get("fct", [])
+    if type(fct) is not list or not all(type(f) is dict for f in fct):
+        raise InvalidFormat("fct must be a list of maps")
+    # Forms ucanto never writes: each would give the same signed payload a second CID.
+    if ("fct" in data and not fct) or ("nbf" in data and not nbf):
+        raise InvalidFormat("empty fct or zero nbf must be left out")
+    for fact in fct:
+        dag_cbor.walk(fact, 2)
+    issuer, audience = decode_principal(iss), decode_principal(aud)
+    if encode_principal(issuer) != iss or encode_principal(audience) != aud:
+        raise InvalidFormat("principal is not in its canonical encoding")
+    return Ucan(
+        version=version,
+        issuer=issuer,
+        audience=audience,
+        capabilities=tuple(att),
+        expiration=exp,
+        proofs=tuple(prf),
+        signature=sig[pos:],
+        signature_code=code,
+        not_before=nbf,
+        nonce=nnc,
+        facts=tuple(fct),
+        block=raw,
+        cid=cid or cid_for(raw),
+    )
+
+
+def _is_capability(value: Any) -> bool:
+    if type(value) is not dict or type(value.get("with")) is not str:
+        return False
+    if type(value.get("can")) is not str:
+        return False
+    return tuple(value) in _CAPABILITY_ORDERS and type(value.get("nb", {})) is dict
+
+
+def _capability_json(capability: Mapping[str, Any]) -> str:
+    # Keys in code-unit order: can, nb, with.
+    nb = capability.get("nb")
+    nb_json = "" if nb is None else ',"nb":' + dag_json.encode(nb)
+    return (
+        f'{{"can":{_json_str(capability["can"])}{nb_json},"with":{_json_str(capability["with"])}}}'
+    )
+
+
+def signing_input(
+    *,
+    version: str,
+    issuer: str,
+    audience: str,
+    capabilities: Sequence[Mapping[str, Any]],
+    expiration: int | None,
+    proofs: Sequence[CID],
+    not_before: int | None,
+    nonce: str | None,
+    facts: Sequence[Mapping[str, Any]],
+) -> bytes:
+    """``b64url(header) "." b64url(payload)`` of UCAN-9.
+
+    The payload is the compact DAG-JSON of ``att, aud, exp, fct?, iss, nbf?, nnc?, prf``,
+    written out directly in that (sorted) key order; caveats and facts go through the
+    general DAG-JSON encoder.
+    """
+    parts = [
+        '{"att":[',
+        ",".join(_capability_json(c) for c in capabilities),
+        '],"aud":',
+        _json_str(audience),
+        ',"exp":',
+        "null" if expiration is None else str(int(expiration)),
+    ]
+    if facts:
+        parts += [',"fct":', dag_json.encode(list(facts))]
+    parts += [',"iss":', _json_str(issuer)]
+    if not_before:
+        parts += [',"nbf":', str(int(not_before))]
+    if nonce:
+        parts += [',"nnc":', _json_str(nonce)]
+    parts += [',"prf":[', ",".join(f'"{p}"' for p in proofs), "]}"]
+    payload = base64.urlsafe_b64encode("".join(parts).encode()).rstrip(b"=")
+    return _encoded_header(version) + payload
+
+
+def issue(
+    signer: Signer,
+    *,
+    audience: str,
+    capabilities: Sequence[Mapping[str, Any]],
+    expiration: int | None,
+    proofs: Sequence[CID] = (),
+    not_before: int | None = None,
+    nonce: str | None = None,
+    facts: Sequence[Mapping[str, Any]] = (),
+    version: str = UCAN_VERSION,
+) -> Ucan:
+    """Sign a UCAN with ``signer`` and encode its block as ucanto does.
+
+    ``expiration`` has no default: ucanto silently uses 30 seconds when it is omitted.
+    """
+    caps = tuple(_capability(c) for c in capabilities)
+    issuer = signer.did()
+    payload = signing_input(
+        version=version,
+        issuer=issuer,
+        audience=audience,
+        capabilities=caps,
+        expiration=expiration,
+        proofs=proofs,
+        not_before=not_before,
+        nonce=nonce,
+        facts=facts,
+    )
+    raw_signature = signer.sign(payload)
+    model: dict[str, Any] = {
+        "v": version,
+        "iss": encode_principal(issuer),
+        "aud": encode_principal(audience),
+        "s": SIGNATURE_PREFIX + raw_signature,
+        "att": list(caps),
+        "prf": list(proofs),
+        "exp": expiration,
+    }
+    if facts:
+        model["fct"] = list(facts)
+    if nonce is not None:  # ucanto writes an empty nonce too (not in the signed JSON)
+        model["nnc"] = nonce
+    if not_before:
+        model["nbf"] = not_before
+    block = dag_cbor.encode(model)
+    return Ucan(
+        version=version,
+        issuer=issuer,
+        audience=audience,
+        capabilities=caps,
+        expiration=expiration,
+        proofs=tuple(proofs),
+        signature=raw_signature,
+        signature_code=signer.signature_code,
+        not_before=not_before or None,
+        nonce=nonce,
+        facts=tuple(facts),
+        block=block,
+        cid=cid_for(block),
+    )
+
+
+def _capability(value: Mapping[str, Any]) -> dict[str, Any]:
+    cap = {"with": value["with"], "can": value["can"]}
+    if value.get("nb") is not None:
+        cap["nb"] = dict(value["nb"])
+    return cap
