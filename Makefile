@@ -18,7 +18,7 @@ $(UV):
 	$(UV_DIR)/bin/pip install --quiet --disable-pip-version-check "uv==0.13.9"
 
 .venv/.synced: $(UV) uv.lock pyproject.toml $(wildcard packages/*/pyproject.toml apps/*/pyproject.toml)
-	$(UV) sync --frozen --all-packages
+	$(UV) sync --frozen --all-packages --all-extras
 	@touch $@
 
 .PHONY: setup

@@ -97,6 +97,7 @@ from oracle_core._services import (
     SecretsService,
     UcanAccessor,
     UcanService,
+    UnavailableMatrixService,
 )
 from oracle_core._state import MainAgentState, ReadonlyState
 from oracle_core._subagents import create_summarization_middleware
@@ -206,6 +207,7 @@ __all__ = [
     "TurnRequest",
     "UcanAccessor",
     "UcanService",
+    "UnavailableMatrixService",
     "UnknownModelRoleError",
     "UserInfo",
     "Visibility",

@@ -25,7 +25,13 @@ from oracle_core._boot import (
 )
 from oracle_core._capabilities import meta_tools
 from oracle_core._checkpoint import SqliteCheckpointers
-from oracle_core._config import ComposedConfig, OracleConfig, compose_config, load_oracle_config
+from oracle_core._config import (
+    ComposedConfig,
+    CoreEnv,
+    OracleConfig,
+    compose_config,
+    load_oracle_config,
+)
 from oracle_core._context import OracleIdentity, PluginContext
 from oracle_core._discovery import discover_plugins
 from oracle_core._errors import OracleBootError
@@ -98,8 +104,9 @@ class BootInputs:
     discover_entry_points: bool
     strict_plugins: bool
     env: Mapping[str, str]
-    services: AmbientServices | None
+    services: AmbientServices | Callable[[CoreEnv], AmbientServices] | None
     check_llm: bool = True
+    require_llm: bool = True
 
 
 class OracleRuntime:
@@ -302,9 +309,18 @@ class OracleRuntime:
             inputs.env, [(b.name, b.plugin.config_schema) for b in self.booted], logger
         )
         if inputs.check_llm:
-            check_provider(self.composed.core)
+            try:
+                check_provider(self.composed.core)
+            except OracleBootError as exc:
+                if inputs.require_llm:
+                    raise
+                # Serving without a model: every turn fails with this same message.
+                logger.warning("%s: %s; turns will fail until it is set", exc.code, exc)
         self.identity = build_identity(inputs.config, self.composed)
-        self.ambient = inputs.services or self._local_services()
+        if callable(inputs.services):
+            self.ambient = inputs.services(self.composed.core)
+        else:
+            self.ambient = inputs.services or self._local_services()
         self.hooks = inputs.hooks.merged_over(self._default_hooks())
         self.available_plugins = frozenset(b.name for b in self.booted)
         self.always_plugins = frozenset(
@@ -385,7 +401,8 @@ async def create_runtime(
     strict_plugins: bool = False,
     env: Mapping[str, str] | None = None,
     logger: logging.Logger | None = None,
-    services: AmbientServices | None = None,
+    services: AmbientServices | Callable[[CoreEnv], AmbientServices] | None = None,
+    require_llm: bool = True,
 ) -> OracleRuntime:
     """Boot a runtime (CORE-94, 95). It must be closed: ``await runtime.aclose()``.
 
@@ -400,8 +417,10 @@ async def create_runtime(
         strict_plugins: Fail boot on a broken entry point instead of skipping it.
         env: Environment to validate instead of ``os.environ``.
         logger: Base logger (default ``oracle``).
-        services: Ambient services to use instead of the local ones (the server's IXO
-            backend passes its own).
+        services: Ambient services to use instead of the local ones, or a factory given
+            the validated Tier-0 environment (the server passes its own).
+        require_llm: With ``False``, missing provider variables are logged instead of
+            failing boot, and each turn fails with the message naming them.
 
     Raises:
         OracleBootError: with a ``boot.*`` code; lifespans already entered are exited.
@@ -420,6 +439,7 @@ async def create_runtime(
             strict_plugins=strict_plugins,
             env=dict(os.environ if env is None else env),
             services=services,
+            require_llm=require_llm,
         ),
     )
 

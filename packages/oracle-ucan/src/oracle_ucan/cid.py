@@ -16,6 +16,7 @@ __all__ = [
     "DAG_CBOR",
     "RAW",
     "SHA2_256",
+    "V1_SHA256_PREFIXES",
     "cid_for",
     "cid_length",
     "parse_cid",
@@ -26,7 +27,8 @@ DAG_CBOR = 0x71
 RAW = 0x55
 SHA2_256 = 0x12
 _SHA2_256_PREFIX = bytes([SHA2_256, 32])
-_V1_SHA256_PREFIXES = frozenset({bytes([1, DAG_CBOR, SHA2_256, 32]), bytes([1, RAW, SHA2_256, 32])})
+V1_SHA256_PREFIXES = frozenset({bytes([1, DAG_CBOR, SHA2_256, 32]), bytes([1, RAW, SHA2_256, 32])})
+"""The first 4 bytes of a 36-byte CIDv1 of a dag-cbor or raw block hashed with sha2-256."""
 
 
 def cid_for(data: bytes, codec: int = DAG_CBOR) -> CID:
@@ -42,7 +44,7 @@ def cid_length(data: bytes | memoryview, offset: int = 0) -> int:
         InvalidFormat: not a CID.
     """
     prefix = bytes(data[offset : offset + 4])
-    if prefix in _V1_SHA256_PREFIXES and len(data) - offset >= 36:
+    if prefix in V1_SHA256_PREFIXES and len(data) - offset >= 36:
         return 36  # CIDv1, dag-cbor or raw, sha2-256: what every UCAN archive holds
     if len(data) - offset >= 34 and data[offset] == SHA2_256 and data[offset + 1] == 32:
         return 34  # CIDv0: a bare sha2-256 multihash
@@ -63,6 +65,10 @@ def parse_cid(data: bytes) -> CID:
     Raises:
         InvalidFormat: not a CID.
     """
+    if type(data) is bytes and len(data) == 36 and data[:4] in V1_SHA256_PREFIXES:
+        # The CID of every UCAN block: its 4-byte prefix announces exactly 32 more
+        # bytes, so it is valid and has nothing after it; no round trip is needed.
+        return CID.from_bytes(data)
     try:
         cid = CID.from_bytes(data)
     except (MultiformatsError, ValueError, TypeError) as exc:

@@ -35,6 +35,7 @@ MAX_DEPTH = 64
 _LINK_TAG = 42
 _INT_MIN = -(1 << 64)
 _INT_MAX = (1 << 64) - 1
+_PLAIN = frozenset({str, bytes, bool, type(None)})  # values _walk returns unchanged
 
 
 def sort_key(key: str) -> tuple[int, bytes]:
@@ -111,11 +112,14 @@ def _walk(value: Any, depth: int = 0) -> tuple[Any, bool]:
         return value, False
     if kind is dict:
         floats = False
-        if not all(type(key) is str for key in value):
-            raise InvalidFormat("DAG-CBOR map keys must be strings")
-        if not keys_in_order(value):
+        for key in value:
+            if type(key) is not str:
+                raise InvalidFormat("DAG-CBOR map keys must be strings")
+        if len(value) > 1 and not keys_in_order(value):
             raise InvalidFormat("DAG-CBOR map keys are not in canonical order")
         for key, item in value.items():
+            if type(item) in _PLAIN or (type(item) is int and _INT_MIN <= item <= _INT_MAX):
+                continue  # the usual caveat and fact values: nothing to check or convert
             converted, has_float = _walk(item, depth + 1)
             floats |= has_float
             if converted is not item:
@@ -124,6 +128,8 @@ def _walk(value: Any, depth: int = 0) -> tuple[Any, bool]:
     if kind is list:
         floats = False
         for index, item in enumerate(value):
+            if type(item) in _PLAIN or (type(item) is int and _INT_MIN <= item <= _INT_MAX):
+                continue
             converted, has_float = _walk(item, depth + 1)
             floats |= has_float
             if converted is not item:

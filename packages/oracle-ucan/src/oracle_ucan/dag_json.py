@@ -75,15 +75,24 @@ def _write(value: Any, out: list[str]) -> None:
     elif value is None:
         out.append("null")
     elif kind is dict or isinstance(value, Mapping):
+        keys = list(value)
+        if len(keys) > 1:  # a caveat map often has one key, and the sort key is costly
+            keys.sort(key=_key)
         out.append("{")
-        for index, key in enumerate(sorted(value, key=_key)):
+        for index, key in enumerate(keys):
             if type(key) is not str:
                 raise InvalidFormat("DAG-JSON map keys must be strings")
             if index:
                 out.append(",")
             out.append(_string(key))
             out.append(":")
-            _write(value[key], out)
+            item = value[key]
+            if type(item) is str:  # the usual caveat values, without a call each
+                out.append(_string(item))
+            elif type(item) is int:
+                out.append(str(item))
+            else:
+                _write(item, out)
         out.append("}")
     elif kind is list or kind is tuple:
         out.append("[")

@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from multiformats.cid import CID
 
 from oracle_ucan import dag_cbor
-from oracle_ucan.car import MAX_CAR_BYTES, decode_car, encode_car
+from oracle_ucan.car import MAX_CAR_BYTES, decode_car_parts, encode_car
 from oracle_ucan.cid import cid_for, parse_cid
 from oracle_ucan.errors import InvalidFormat
 from oracle_ucan.ucan import UCAN_VERSION, Signer, Ucan, issue
@@ -32,8 +33,8 @@ def decode_base64(text: str) -> bytes:
     if len(text) > MAX_TOKEN_CHARS * 2:
         raise InvalidFormat("token is larger than the CAR size limit")
     if len(text) <= MAX_TOKEN_CHARS:
-        try:  # the wire form: standard, padded, no whitespace
-            return base64.b64decode(text, validate=True)
+        try:  # the wire form: standard, padded, no whitespace (b64decode's validate=True)
+            return binascii.a2b_base64(text, strict_mode=True)
         except (binascii.Error, ValueError):
             pass
     compact = _WHITESPACE.sub("", text).replace("-", "+").replace("_", "/")
@@ -46,14 +47,31 @@ def decode_base64(text: str) -> bytes:
         raise InvalidFormat("token is not base64") from exc
 
 
-_VARIANT_HEAD = bytes.fromhex("a16b7563616e40302e392e31d82a582500")  # {"ucan@0.9.1": link
+# {"ucan@0.9.1": <36-byte CID>}, up to the CID: the root block of every ucanto archive.
+_VARIANT_HEAD = bytes.fromhex("a16a7563616e40302e392e31d82a582500")
+_NOT_A_DELEGATION = "CAR archive does not contain a delegation"
 
 
-def _variant(block: bytes) -> Any:
-    """The archive's root block; the usual ``{"ucan@0.9.1": <36-byte CID>}`` is read directly."""
+def _variant_link(block: bytes) -> CID:
+    """The UCAN link in an archive's root block; the usual ``{"ucan@0.9.1": <CID>}`` is
+    read directly, anything else goes through the general decoder.
+
+    Raises:
+        InvalidFormat: not a ``{"ucan@<version>": <link>}`` map.
+    """
     if len(block) == len(_VARIANT_HEAD) + 36 and block.startswith(_VARIANT_HEAD):
-        return {"ucan@0.9.1": parse_cid(block[len(_VARIANT_HEAD) :])}
-    return dag_cbor.decode(block)
+        return parse_cid(block[len(_VARIANT_HEAD) :])
+    variant = dag_cbor.decode(block)
+    if (
+        not isinstance(variant, dict)
+        or len(variant) != 1
+        or not _VARIANT_RE.fullmatch(next(iter(variant)))
+    ):
+        raise InvalidFormat(_NOT_A_DELEGATION)
+    link = next(iter(variant.values()))
+    if not isinstance(link, CID):
+        raise InvalidFormat(_NOT_A_DELEGATION)
+    return link
 
 
 class Delegation:
@@ -62,23 +80,41 @@ class Delegation:
     Invocations have the same shape: one capability, addressed to the service.
     """
 
-    __slots__ = ("_proof_cache", "_views", "blocks", "ucan")
+    __slots__ = ("__weakref__", "_proof_cache", "_views", "blocks", "ucan")
 
     def __init__(
         self,
         ucan: Ucan,
         blocks: Mapping[CID, bytes] | None = None,
-        views: dict[CID, Delegation] | None = None,
+        views: dict[CID, weakref.ref[Delegation]] | None = None,
     ) -> None:
         self.ucan = ucan
         # Views over one archive share its block table; it is never written after this.
         self.blocks: dict[CID, bytes] = blocks if type(blocks) is dict else dict(blocks or {})
-        assert ucan.cid is not None
-        if ucan.cid not in self.blocks:
-            self.blocks = {**self.blocks, ucan.cid: ucan.block}
-        self._views: dict[CID, Delegation] = {} if views is None else views
-        self._views.setdefault(ucan.cid, self)
+        cid = ucan.cid
+        assert cid is not None
+        if cid not in self.blocks:
+            self.blocks = {**self.blocks, cid: ucan.block}
+        # Below a UCAN with several proofs, views share a table of the proof views made so
+        # far, so that a proof reached twice is one object (a chain that never forks needs
+        # none). It holds the views weakly: a table of strong references, reachable from
+        # every view, would make each decoded archive a reference cycle that only the
+        # cyclic garbage collector could free.
+        self._views: dict[CID, weakref.ref[Delegation]] | None = views
         self._proof_cache: list[Delegation | CID] | None = None
+
+    @classmethod
+    def _of_archive(
+        cls, ucan: Ucan, blocks: dict[CID, bytes], views: dict[CID, weakref.ref[Delegation]] | None
+    ) -> Delegation:
+        """A view made while decoding an archive, whose verified ``blocks`` hold ``ucan``'s
+        block: ``__init__``'s copy and membership check would be redundant."""
+        view = cls.__new__(cls)
+        view.ucan = ucan
+        view.blocks = blocks
+        view._views = views
+        view._proof_cache = None
+        return view
 
     def __repr__(self) -> str:
         return f"Delegation({self.cid}, iss={self.issuer!r}, aud={self.audience!r})"
@@ -118,16 +154,24 @@ class Delegation:
             InvalidFormat: a proof block that is not a UCAN.
         """
         if self._proof_cache is None:
+            links = self.ucan.proofs
+            if not links:
+                return []  # a leaf keeps no list alive
             views = self._views
+            if views is None and len(links) > 1:
+                views = self._views = {}  # paths fork here: below, a proof may be reached twice
             resolved: list[Delegation | CID] = []
-            for link in self.ucan.proofs:
-                view = views.get(link)
+            for link in links:
+                known = None if views is None else views.get(link)
+                view = None if known is None else known()
                 if view is None:
                     block = self.blocks.get(link)
                     if block is None:
                         resolved.append(link)
                         continue
-                    view = Delegation(Ucan.decode(block, link), self.blocks, views)
+                    view = Delegation._of_archive(Ucan.decode(block, link), self.blocks, views)
+                    if views is not None:
+                        views[link] = weakref.ref(view)
                 resolved.append(view)
             self._proof_cache = resolved
         return self._proof_cache
@@ -174,21 +218,15 @@ class Delegation:
         Raises:
             InvalidFormat: not an archive of a delegation.
         """
-        archive = decode_car(car)
-        root_block = archive.blocks.get(archive.roots[0])
+        roots, blocks = decode_car_parts(car)
+        root_block = blocks.get(roots[0])
         if root_block is None:
-            raise InvalidFormat("CAR archive does not contain a delegation")
-        variant = _variant(root_block)
-        if (
-            not isinstance(variant, dict)
-            or len(variant) != 1
-            or not _VARIANT_RE.fullmatch(next(iter(variant)))
-        ):
-            raise InvalidFormat("CAR archive does not contain a delegation")
-        link = next(iter(variant.values()))
-        if not isinstance(link, CID) or link not in archive.blocks:
-            raise InvalidFormat("CAR archive does not contain a delegation")
-        return cls(Ucan.decode(archive.blocks[link], link), archive.blocks)
+            raise InvalidFormat(_NOT_A_DELEGATION)
+        link = _variant_link(root_block)
+        block = blocks.get(link)
+        if block is None:
+            raise InvalidFormat(_NOT_A_DELEGATION)
+        return cls._of_archive(Ucan.decode(block, link), blocks, None)
 
     @classmethod
     def from_base64(cls, token: str) -> Delegation:

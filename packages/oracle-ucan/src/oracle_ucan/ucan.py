@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import functools
 import itertools
 import json
@@ -40,6 +41,9 @@ _TOP_LEVEL_ORDERS: dict[frozenset[str], tuple[str, ...]] = {
         )
     )
 }
+# The canonical orders themselves: a decoded map's key tuple is looked up here directly.
+_CANONICAL_ORDERS = frozenset(_TOP_LEVEL_ORDERS.values())
+_CBORTag = cbor2.CBORTag
 # The only key orders a canonical capability map can have.
 _CAPABILITY_ORDERS = frozenset({("can", "with"), ("nb", "can", "with")})
 
@@ -106,16 +110,16 @@ class Ucan:
 
     def signing_input(self) -> bytes:
         """The bytes the signature covers (UCAN-9): ``b64url(header).b64url(payload)``."""
-        return signing_input(
-            version=self.version,
-            issuer=self.issuer,
-            audience=self.audience,
-            capabilities=self.capabilities,
-            expiration=self.expiration,
-            proofs=self.proofs,
-            not_before=self.not_before,
-            nonce=self.nonce,
-            facts=self.facts,
+        return _signing_input(
+            self.version,
+            self.issuer,
+            self.audience,
+            self.capabilities,
+            self.expiration,
+            self.proofs,
+            self.not_before,
+            self.nonce,
+            self.facts,
         )
 
     def verify_with(self, verifier: Ed25519Verifier) -> bool:
@@ -150,8 +154,27 @@ _DECODED: dict[CID, Ucan] = {}
 _DECODED_MAX = 20_000
 
 
-def _int_or_none(value: Any) -> bool:
-    return value is None or type(value) is int
+@functools.lru_cache(maxsize=4096)
+def _principal(raw: bytes) -> tuple[str, bool]:
+    """The DID of ``iss``/``aud`` bytes, and whether the bytes are its canonical encoding.
+
+    Cached by the bytes themselves: a few issuers and audiences sign most tokens, and the
+    round trip through ``encode_principal`` costs as much as the rest of the checks.
+    """
+    did = decode_principal(raw)
+    return did, encode_principal(did) == raw
+
+
+def _split_signature(sig: bytes) -> tuple[int, bytes]:
+    """``(varsig code, raw signature)`` of ``s``: ``varint(code) ‖ varint(len) ‖ bytes``.
+
+    ``_decode_block`` reads the usual Ed25519 header (``SIGNATURE_PREFIX``) itself.
+    """
+    code, pos = varint.decode(sig)
+    length, pos = varint.decode(sig, pos)
+    if len(sig) - pos != length:
+        raise InvalidFormat("signature length does not match its header")
+    return code, sig[pos:]
 
 
 def _decode_block(raw: bytes, cid: CID | None) -> Ucan:
@@ -159,75 +182,79 @@ def _decode_block(raw: bytes, cid: CID | None) -> Ucan:
     if type(data) is not dict:
         raise InvalidFormat("a UCAN block is a map")
     order = tuple(data)
-    expected = _TOP_LEVEL_ORDERS.get(frozenset(order))
-    if expected is None:
-        raise InvalidFormat(f"UCAN block has keys {sorted(order)}")
-    if order != expected:
+    if order not in _CANONICAL_ORDERS:
+        if frozenset(order) not in _TOP_LEVEL_ORDERS:
+            raise InvalidFormat(f"UCAN block has keys {sorted(order)}")
         raise InvalidFormat("DAG-CBOR map keys are not in canonical order")
     version = data["v"]
-    if type(version) is not str or not _VERSION_RE.fullmatch(version):
+    if type(version) is not str or (version != UCAN_VERSION and not _VERSION_RE.fullmatch(version)):
         raise InvalidFormat("invalid UCAN version")
     iss, aud, sig = data["iss"], data["aud"], data["s"]
     if type(iss) is not bytes or type(aud) is not bytes or type(sig) is not bytes:
         raise InvalidFormat("iss, aud and s must be bytes")
-    code, pos = varint.decode(sig)
-    length, pos = varint.decode(sig, pos)
-    if len(sig) - pos != length:
-        raise InvalidFormat("signature length does not match its header")
+    if len(sig) == len(SIGNATURE_PREFIX) + 64 and sig.startswith(SIGNATURE_PREFIX):
+        signature_code, signature = EDDSA_SIGNATURE_CODE, sig[len(SIGNATURE_PREFIX) :]
+    else:
+        signature_code, signature = _split_signature(sig)
     att = data["att"]
     if type(att) is not list:
         raise InvalidFormat("att must be a list")
     for capability in att:
-        if not _is_capability(capability):
+        if (
+            type(capability) is not dict
+            or tuple(capability) not in _CAPABILITY_ORDERS
+            or type(capability["with"]) is not str
+            or type(capability["can"]) is not str
+        ):
             raise InvalidFormat("att must be a list of {with, can, nb?} maps")
         if "nb" in capability:
-            dag_cbor.walk(capability["nb"], 2)
+            nb = capability["nb"]
+            if type(nb) is not dict:
+                raise InvalidFormat("att must be a list of {with, can, nb?} maps")
+            dag_cbor.walk(nb, 2)
     prf = data["prf"]
     if type(prf) is not list:
         raise InvalidFormat("prf must be a list of links")
     for index, link in enumerate(prf):
-        if type(link) is not cbor2.CBORTag or link.tag != 42:
+        if type(link) is not _CBORTag or link.tag != 42:
             raise InvalidFormat("prf must be a list of links")
         prf[index] = dag_cbor.link(link)
     exp, nbf, nnc = data["exp"], data.get("nbf"), data.get("nnc")
-    if not _int_or_none(exp) or not _int_or_none(nbf):
+    if not (exp is None or type(exp) is int) or not (nbf is None or type(nbf) is int):
         raise InvalidFormat("exp and nbf must be integers (exp may be null)")
     if nnc is not None and type(nnc) is not str:
         raise InvalidFormat("nnc must be text")
-    fct = data.get("fct", [])
-    if type(fct) is not list or not all(type(f) is dict for f in fct):
-        raise InvalidFormat("fct must be a list of maps")
+    facts: tuple[dict[str, Any], ...] = ()
+    if "fct" in data:
+        fct = data["fct"]
+        if type(fct) is not list or not all(type(f) is dict for f in fct):
+            raise InvalidFormat("fct must be a list of maps")
+        facts = tuple(fct)
     # Forms ucanto never writes: each would give the same signed payload a second CID.
-    if ("fct" in data and not fct) or ("nbf" in data and not nbf):
+    if ("fct" in data and not facts) or ("nbf" in data and not nbf):
         raise InvalidFormat("empty fct or zero nbf must be left out")
-    for fact in fct:
+    for fact in facts:
         dag_cbor.walk(fact, 2)
-    issuer, audience = decode_principal(iss), decode_principal(aud)
-    if encode_principal(issuer) != iss or encode_principal(audience) != aud:
+    issuer, issuer_canonical = _principal(iss)
+    audience, audience_canonical = _principal(aud)
+    if not (issuer_canonical and audience_canonical):
         raise InvalidFormat("principal is not in its canonical encoding")
+    # Positional, in field order: keyword arguments make this call three times slower.
     return Ucan(
-        version=version,
-        issuer=issuer,
-        audience=audience,
-        capabilities=tuple(att),
-        expiration=exp,
-        proofs=tuple(prf),
-        signature=sig[pos:],
-        signature_code=code,
-        not_before=nbf,
-        nonce=nnc,
-        facts=tuple(fct),
-        block=raw,
-        cid=cid or cid_for(raw),
+        version,
+        issuer,
+        audience,
+        tuple(att),  # capabilities
+        exp,  # expiration
+        tuple(prf),  # proofs
+        signature,
+        signature_code,
+        nbf,  # not_before
+        nnc,  # nonce
+        facts,
+        raw,  # block
+        cid or cid_for(raw),
     )
-
-
-def _is_capability(value: Any) -> bool:
-    if type(value) is not dict or type(value.get("with")) is not str:
-        return False
-    if type(value.get("can")) is not str:
-        return False
-    return tuple(value) in _CAPABILITY_ORDERS and type(value.get("nb", {})) is dict
 
 
 def _capability_json(capability: Mapping[str, Any]) -> str:
@@ -237,6 +264,13 @@ def _capability_json(capability: Mapping[str, Any]) -> str:
     return (
         f'{{"can":{_json_str(capability["can"])}{nb_json},"with":{_json_str(capability["with"])}}}'
     )
+
+
+def _b64url(data: bytes) -> bytes:
+    """Unpadded base64url: ``base64.urlsafe_b64encode`` without its Python-level wrappers,
+    and with ``replace`` (a search for two rare bytes) rather than a per-byte ``translate``."""
+    encoded = binascii.b2a_base64(data, newline=False)
+    return encoded.replace(b"+", b"-").replace(b"/", b"_").rstrip(b"=")
 
 
 def signing_input(
@@ -257,24 +291,34 @@ def signing_input(
     written out directly in that (sorted) key order; caveats and facts go through the
     general DAG-JSON encoder.
     """
-    parts = [
-        '{"att":[',
-        ",".join(_capability_json(c) for c in capabilities),
-        '],"aud":',
-        _json_str(audience),
-        ',"exp":',
-        "null" if expiration is None else str(int(expiration)),
-    ]
-    if facts:
-        parts += [',"fct":', dag_json.encode(list(facts))]
-    parts += [',"iss":', _json_str(issuer)]
-    if not_before:
-        parts += [',"nbf":', str(int(not_before))]
-    if nonce:
-        parts += [',"nnc":', _json_str(nonce)]
-    parts += [',"prf":[', ",".join(f'"{p}"' for p in proofs), "]}"]
-    payload = base64.urlsafe_b64encode("".join(parts).encode()).rstrip(b"=")
-    return _encoded_header(version) + payload
+    return _signing_input(
+        version, issuer, audience, capabilities, expiration, proofs, not_before, nonce, facts
+    )
+
+
+def _signing_input(
+    version: str,
+    issuer: str,
+    audience: str,
+    capabilities: Sequence[Mapping[str, Any]],
+    expiration: int | None,
+    proofs: Sequence[CID],
+    not_before: int | None,
+    nonce: str | None,
+    facts: Sequence[Mapping[str, Any]],
+) -> bytes:
+    # Positional: built once per signature check, where keyword passing is a real cost.
+    att = ",".join(map(_capability_json, capabilities))
+    exp = "null" if expiration is None else str(int(expiration))
+    fct = f',"fct":{dag_json.encode(list(facts))}' if facts else ""
+    nbf = f',"nbf":{int(not_before)}' if not_before else ""
+    nnc = f',"nnc":{_json_str(nonce)}' if nonce else ""
+    prf = '"' + '","'.join(map(str, proofs)) + '"' if proofs else ""
+    payload = (
+        f'{{"att":[{att}],"aud":{_json_str(audience)},"exp":{exp}{fct},'
+        f'"iss":{_json_str(issuer)}{nbf}{nnc},"prf":[{prf}]}}'
+    )
+    return _encoded_header(version) + _b64url(payload.encode())
 
 
 def issue(

@@ -30,9 +30,16 @@ def decode(data: bytes | memoryview, offset: int = 0) -> tuple[int, int]:
     Raises:
         InvalidFormat: truncated, longer than 9 bytes, or not minimally encoded.
     """
+    try:  # the common one- and two-byte cases (CAR sections, CIDs, signature headers)
+        first = data[offset]
+        if first < 0x80:
+            return first, offset + 1
+        second = data[offset + 1]
+        if 0 < second < 0x80:
+            return (first & 0x7F) | (second << 7), offset + 2
+    except IndexError:
+        pass  # truncated: reported below
     end = len(data)
-    if offset < end and data[offset] < 0x80:  # the common one-byte case
-        return data[offset], offset + 1
     value = 0
     shift = 0
     for index in range(offset, min(offset + MAX_BYTES, end)):

@@ -1,0 +1,420 @@
+"""``create_oracle_app`` and ``OracleApp``: the core runtime behind an HTTP server (CORE-98)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.routing import BaseRoute
+from starlette.types import ASGIApp
+
+from oracle_core import (
+    AmbientServices,
+    AuthExcludedRoute,
+    CoreEnv,
+    FeatureValue,
+    LocalSecretsService,
+    MainAgentHooks,
+    OracleConfig,
+    OraclePlugin,
+    OracleRuntime,
+    PermissiveUcanService,
+    ProviderLLM,
+    UnavailableMatrixService,
+    create_runtime,
+)
+from oracle_core._resolution import PluginStatusChangeEvent
+from oracle_server.auth import Authenticator
+from oracle_server.errors import (
+    HTTPError,
+    handle_http_error,
+    handle_method_not_allowed,
+    handle_not_found,
+)
+from oracle_server.persistence import Storage, database_url, open_checkpointers
+from oracle_server.pipeline import (
+    BUILTIN_EXCLUSIONS,
+    BodyLimitMiddleware,
+    ExclusionMatcher,
+    Protection,
+    ProtectionMiddleware,
+    RequestIdMiddleware,
+    SecurityHeadersMiddleware,
+)
+from oracle_server.ratelimit import create_rate_limiter
+from oracle_server.routes import delegation_routes, message_routes, session_routes, system_routes
+from oracle_server.settings import ServerSettings, load_settings
+from oracle_server.state import ServerState
+from oracle_server.turnlock import create_turn_locks
+from oracle_server.turns import ActiveTurn, ServerEventSink, TurnRunner
+from oracle_server.ws import SocketGateway
+from oracle_ucan import ChainVerifier, Ed25519Signer, default_resolver
+
+__all__ = ["OracleApp", "create_oracle_app"]
+
+CORS_ALLOW_HEADERS = [
+    "Content-Type",
+    "Authorization",
+    "x-ucan-delegation",
+    "x-matrix-access-token",
+    "x-matrix-homeserver",
+    "x-did",
+    "x-request-id",
+    "x-auth-type",
+    "x-timezone",
+]
+CORS_METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+CORS_EXPOSE = ["X-Request-Id", "X-Run-Id"]
+DEV_KEY_FILE = "oracle-dev-key.txt"
+
+
+def oracle_signer(settings: ServerSettings) -> Ed25519Signer | None:
+    """The oracle's UCAN key: ``ORACLE_SIGNING_MNEMONIC``, or in local mode a development
+    key kept under ``SQLITE_DATABASE_PATH`` (created on first run)."""
+    if settings.oracle_signing_mnemonic:
+        return Ed25519Signer.from_mnemonic(settings.oracle_signing_mnemonic)
+    if not settings.is_local:
+        return None
+    path = Path(settings.sqlite_database_path) / DEV_KEY_FILE
+    if path.exists():
+        return Ed25519Signer.parse(path.read_text().strip())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    signer = Ed25519Signer.generate()
+    path.write_text(signer.format() + "\n")
+    path.chmod(0o600)
+    return signer
+
+
+def _model_list(core: CoreEnv) -> list[dict[str, Any]]:
+    if core.llm_provider == "openai-compatible" and core.openai_compatible_model:
+        ids = [core.openai_compatible_model, *core.role_models().values()]
+    else:
+        ids = [core.llm_provider]
+    unique = list(dict.fromkeys(ids))
+    return [{"id": model, "isDefault": index == 0} for index, model in enumerate(unique)]
+
+
+class OracleApp:
+    """A booted oracle: the ASGI app, its lifecycle and ``listen``."""
+
+    # --- socket.io gateway (SRV-47 … 54): set by create_oracle_app ---
+    gateway: SocketGateway | None = None
+    """The socket.io gateway: plugin events to session rooms, browser-tool round trips."""
+    # --- end socket.io gateway ---
+
+    def __init__(self, state: ServerState, asgi: ASGIApp, *, skip_graceful_shutdown: bool) -> None:
+        self.state = state
+        self.asgi = asgi
+        self._skip_graceful_shutdown = skip_graceful_shutdown
+        self._before_listen: list[Callable[[], Awaitable[None] | None]] = []
+        self._listening = False
+        self._closed = False
+        self._stop = asyncio.Event()
+
+    @property
+    def runtime(self) -> OracleRuntime:
+        """The core runtime."""
+        return self.state.runtime
+
+    @property
+    def plugins(self) -> Any:
+        """``runtime.plugins``: ``status()``."""
+        return self.state.runtime.plugins
+
+    def on_error(self, handler: Callable[[BaseException, str], Any]) -> None:
+        """Receive background failures."""
+        self.state.runtime.on_error(handler)
+
+    def on_plugin_status_change(self, handler: Callable[[PluginStatusChangeEvent], Any]) -> None:
+        """Receive plugin status changes."""
+        self.state.runtime.on_plugin_status_change(handler)
+
+    def before_listen(self, fn: Callable[[], Awaitable[None] | None]) -> None:
+        """Run ``fn`` (awaited if async) before serving, in registration order."""
+        self._before_listen.append(fn)
+
+    def hypercorn_config(self, *, host: str, port: int) -> Any:
+        """Hypercorn settings: larger request heads for UCAN headers, a drain-aware grace."""
+        from hypercorn.config import Config
+
+        config = Config()
+        config.bind = [f"{host}:{port}"]
+        config.h11_max_incomplete_size = 64 * 1024
+        config.graceful_timeout = float(self.state.settings.shutdown_drain_seconds + 5)
+        config.accesslog = None
+        return config
+
+    async def serve(
+        self, *, host: str, port: int, shutdown_trigger: Callable[[], Awaitable[Any]]
+    ) -> None:
+        """Serve until ``shutdown_trigger`` resolves, then shut down."""
+        from hypercorn.asyncio import serve
+
+        # --- socket.io gateway: close sockets as soon as shutdown starts (SRV-12 step 1) ---
+        if self.gateway is not None:
+            shutdown_trigger = self.gateway.closing_after(shutdown_trigger)
+        # --- end socket.io gateway ---
+        try:
+            await serve(
+                self.asgi,  # type: ignore[arg-type]
+                self.hypercorn_config(host=host, port=port),
+                shutdown_trigger=shutdown_trigger,
+            )
+        finally:
+            await self.aclose()
+
+    async def listen(self, port: int | None = None) -> None:
+        """Serve on ``port`` (argument, else ``PORT``, else 3000) until SIGTERM/SIGINT.
+
+        Raises:
+            RuntimeError: called twice.
+        """
+        if self._listening:
+            raise RuntimeError("OracleApp.listen called twice.")
+        self._listening = True
+        for fn in self._before_listen:
+            result = fn()
+            if asyncio.iscoroutine(result):
+                await result
+        if not self._skip_graceful_shutdown:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.add_signal_handler(sig, self._stop.set)
+        settings = self.state.settings
+        await self.serve(
+            host=settings.host,
+            port=settings.port if port is None else port,
+            shutdown_trigger=self._stop.wait,
+        )
+
+    def stop(self) -> None:
+        """Ask ``listen`` to shut down."""
+        self._stop.set()
+
+    async def aclose(self) -> None:
+        """Drain turns, then close storage, checkpointers, coordination and the runtime."""
+        if self._closed:
+            return
+        self._closed = True
+        state = self.state
+        steps: list[Callable[[], Awaitable[Any]]] = [
+            lambda: state.runner.drain(float(state.settings.shutdown_drain_seconds)),
+            state.checkpointers.aclose,
+            state.storage.close,
+            state.runner.locks.aclose,
+            state.limiter.aclose,
+            state.runtime.aclose,
+        ]
+        for step in steps:
+            try:
+                await step()
+            except Exception:
+                logging.getLogger("oracle.server").exception("shutdown step failed")
+
+
+async def create_oracle_app(
+    config: OracleConfig | Mapping[str, Any],
+    *,
+    features: Mapping[str, FeatureValue] | None = None,
+    plugins: Sequence[OraclePlugin] = (),
+    manifest_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    routes: Sequence[BaseRoute] = (),
+    auth_excluded_routes: Sequence[AuthExcludedRoute] = (),
+    hooks: MainAgentHooks | None = None,
+    env: Mapping[str, str] | None = None,
+    logger: logging.Logger | None = None,
+    bundled_plugins: Sequence[OraclePlugin] | None = None,
+    discover_entry_points: bool = True,
+    skip_matrix_init: bool = False,
+    skip_graceful_shutdown: bool = False,
+    require_llm: bool = True,
+) -> OracleApp:
+    """Boot the runtime and build the oracle's HTTP app (CORE-98, SRV-5).
+
+    Every ``create_runtime`` option is forwarded unchanged (``require_llm=False`` serves
+    without a configured model; turns then answer with an error naming the variables).
+    ``routes`` are mounted next to the built-in ones and plugin routes;
+    ``auth_excluded_routes`` join the built-in public routes.
+    """
+    del skip_matrix_init  # the Matrix layer is not wired yet; nothing to skip
+    environment = dict(os.environ if env is None else env)
+    settings = load_settings(environment)
+    log = logger or logging.getLogger("oracle")
+    storage = await Storage.open(database_url(settings.database_url, settings.sqlite_database_path))
+    checkpointers = await open_checkpointers(
+        storage.kind,
+        storage.url if storage.kind == "postgresql" else settings.sqlite_database_path,
+    )
+    events = ServerEventSink()
+    # --- socket.io gateway (SRV-47 … 54): rooms get plugin events; frontend-tools plugin ---
+    from oracle_server.frontend_tools import FrontendToolsPlugin
+
+    gateway = SocketGateway(settings, storage.sessions)
+    events.broadcast = gateway.broadcast
+    plugins = [*plugins, FrontendToolsPlugin(gateway)]
+    # --- end socket.io gateway ---
+    core_env: list[CoreEnv] = []
+
+    def services(core: CoreEnv) -> AmbientServices:
+        core_env.append(core)
+        return AmbientServices(
+            secrets=LocalSecretsService(),
+            blob_store=storage.blobs,
+            matrix=UnavailableMatrixService(),
+            ucan=PermissiveUcanService(),
+            events=events,
+            llm=ProviderLLM(core),
+        )
+
+    server_hooks = MainAgentHooks(checkpointer_for_user=checkpointers)
+    try:
+        runtime = await create_runtime(
+            config,
+            features=features,
+            plugins=plugins,
+            manifest_overrides=manifest_overrides,
+            hooks=(hooks or MainAgentHooks()).merged_over(server_hooks),
+            bundled_plugins=bundled_plugins,
+            discover_entry_points=discover_entry_points,
+            env=environment,
+            logger=log,
+            services=services,
+            require_llm=require_llm,
+        )
+    except BaseException:
+        await checkpointers.aclose()
+        await storage.close()
+        raise
+    signer = oracle_signer(settings)
+    oracle_did = settings.oracle_did or (signer.did() if signer else "")
+    resolver = (
+        None
+        if settings.is_local
+        else default_resolver(
+            blocksync_graphql_url=settings.blocksync_graphql_url,
+            ttl_seconds=float(settings.did_cache_ttl_seconds),
+        )
+    )
+    authenticator = Authenticator(
+        oracle_did=oracle_did,
+        max_ttl=settings.ucan_auth_max_ttl_seconds,
+        verifier=ChainVerifier(resolver),
+        is_revoked=storage.delegations.is_revoked,
+    )
+    locks = create_turn_locks(settings.redis_url)
+    limiter = create_rate_limiter(settings.redis_url)
+
+    async def touch(turn: ActiveTurn) -> None:
+        await storage.sessions.touch(turn.user_did, turn.session_id, datetime.now(UTC))
+
+    runner = TurnRunner(
+        runtime, locks, events, policy=settings.session_concurrency, on_finished=touch
+    )
+    state = ServerState(
+        runtime=runtime,
+        settings=settings,
+        storage=storage,
+        runner=runner,
+        authenticator=authenticator,
+        oracle_did=oracle_did,
+        oracle_name=runtime.identity.name,
+        checkpointers=checkpointers,
+        models=_model_list(core_env[0]) if core_env else [],
+        limiter=limiter,
+        signer=signer,
+    )
+    exclusions = ExclusionMatcher(
+        [*BUILTIN_EXCLUSIONS, *auth_excluded_routes, *runtime.auth_excluded_routes]
+    )
+    protection = Protection(
+        authenticator=authenticator,
+        exclusions=exclusions,
+        rate_limiter=limiter,
+        throttle_limit=settings.throttle_limit,
+        throttle_window=settings.throttle_ttl_seconds,
+        is_ready=lambda: state.ready,
+    )
+    origins = settings.cors_origins()
+    any_origin = origins == ["*"]
+    starlette = Starlette(
+        routes=[
+            *system_routes(),
+            *session_routes(),
+            *message_routes(),
+            *delegation_routes(),
+            *routes,
+            *(route for _, route in runtime.routes),
+        ],
+        middleware=[
+            Middleware(RequestIdMiddleware),
+            Middleware(
+                CORSMiddleware,
+                allow_origins=origins,
+                allow_credentials=not any_origin,
+                allow_methods=CORS_METHODS,
+                allow_headers=CORS_ALLOW_HEADERS,
+                expose_headers=CORS_EXPOSE,
+            ),
+            Middleware(SecurityHeadersMiddleware),
+            Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
+            Middleware(
+                ProtectionMiddleware, protection=protection, routes=_routes_of(lambda: starlette)
+            ),
+        ],
+        exception_handlers={
+            HTTPError: handle_http_error,
+            404: handle_not_found,
+            405: handle_method_not_allowed,
+            HTTPException: _starlette_http_error,
+        },
+    )
+
+    starlette.state.oracle = state
+    # --- OpenAPI + offline Swagger UI (SRV-36): keep after every other route is added ---
+    from oracle_server.docs_ui import mount_api_docs
+
+    mount_api_docs(
+        starlette,
+        title=runtime.identity.name,
+        description=runtime.identity.description,
+        exclusions=exclusions,
+        extra_routes=[*(("host", route) for route in routes), *runtime.routes],
+        asset_base_url=environment.get("DOCS_ASSET_BASE_URL"),
+    )
+    # --- end OpenAPI ---
+    # --- socket.io gateway (SRV-47): /socket.io/ in front of Starlette ---
+    gateway.authenticator = authenticator
+    oracle_app = OracleApp(
+        state, gateway.asgi_app(starlette), skip_graceful_shutdown=skip_graceful_shutdown
+    )
+    oracle_app.gateway = gateway
+    # --- end socket.io gateway ---
+    return oracle_app
+
+
+def _routes_of(app: Callable[[], Starlette]) -> Callable[[], list[BaseRoute]]:
+    """The app's route list, read when a request arrives (routes are added after wiring)."""
+    return lambda: app().router.routes
+
+
+async def _starlette_http_error(request: Any, exc: Exception) -> Any:
+    from oracle_server.errors import error_response
+
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        return await handle_not_found(request, exc)
+    if exc.status_code == 405:
+        return await handle_method_not_allowed(request, exc)
+    return error_response(exc.status_code, str(exc.detail))

@@ -1,0 +1,134 @@
+"""Request bodies (SRV-22, SRV-27, SRV-34): pydantic models with the client's camelCase keys."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "AbortDto",
+    "AgActionDto",
+    "AttachmentDto",
+    "BrowserToolDto",
+    "SendMessageDto",
+    "StoreDelegationDto",
+]
+
+_MXC_RE = re.compile(r"^(mxc|https?)://.+")
+
+
+class _Dto(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+class BrowserToolDto(_Dto):
+    """A browser tool the portal can run (``tools``)."""
+
+    name: str = Field(min_length=1)
+    schema_: dict[str, Any] = Field(alias="schema")
+    description: str = Field(min_length=1)
+
+    @field_validator("schema_")
+    @classmethod
+    def _not_empty(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not value:
+            raise ValueError("schema should not be empty")
+        return value
+
+
+class AgActionDto(_Dto):
+    """An AG-UI action the client can run (``agActions``)."""
+
+    name: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+    schema_: dict[str, Any] = Field(alias="schema")
+    has_render: bool | None = None
+
+
+class AttachmentDto(_Dto):
+    """A file attached to the message."""
+
+    mxc_uri: str | None = None
+    event_id: str | None = None
+    filename: str = Field(min_length=1, max_length=255)
+    mimetype: str = Field(min_length=1)
+    size: float | None = None
+
+    @model_validator(mode="after")
+    def _source(self) -> AttachmentDto:
+        if not self.mxc_uri and not self.event_id:
+            raise ValueError("Either mxcUri or eventId must be provided")
+        if self.mxc_uri and not _MXC_RE.match(self.mxc_uri):
+            raise ValueError("mxcUri must start with mxc://, http://, or https://")
+        if self.event_id and not self.event_id.startswith("$"):
+            raise ValueError("eventId must start with $")
+        return self
+
+
+class SendMessageDto(_Dto):
+    """``POST /messages/{sessionId}``."""
+
+    message: str = Field(min_length=1, max_length=100_000)
+    stream: bool = False
+    return_all_messages: bool = False
+    tools: list[BrowserToolDto] | None = None
+    ag_actions: list[AgActionDto] | None = None
+    attachments: list[AttachmentDto] | None = Field(None, max_length=10)
+    mcp_invocations: dict[str, str] | None = None
+    timezone: str | None = None
+    home_server: str | None = None
+    metadata: dict[str, Any] | None = None
+    model: str | None = None
+
+    @field_validator("message")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("message should not be empty")
+        return value
+
+    def turn_state(self) -> dict[str, Any]:
+        """State keys the server supplies for the turn (CORE-53: they win)."""
+        state: dict[str, Any] = {}
+        if self.tools is not None:
+            state["browser_tools"] = [
+                {"name": t.name, "description": t.description, "schema": t.schema_}
+                for t in self.tools
+            ]
+        if self.ag_actions is not None:
+            state["ag_actions"] = [
+                {
+                    "name": a.name,
+                    "description": a.description,
+                    "schema": a.schema_,
+                    **({"has_render": a.has_render} if a.has_render is not None else {}),
+                }
+                for a in self.ag_actions
+            ]
+        metadata = self.metadata or {}
+        for key, target in (
+            ("editorRoomId", "editor_room_id"),
+            ("spaceId", "space_id"),
+            ("currentEntityDid", "current_entity_did"),
+        ):
+            if isinstance(metadata.get(key), str):
+                state[target] = metadata[key]
+        return state
+
+
+class AbortDto(_Dto):
+    """``POST /messages/abort``."""
+
+    session_id: str = Field(min_length=1)
+
+
+class StoreDelegationDto(_Dto):
+    """``POST /delegation``."""
+
+    raw: str = Field(min_length=1)
+    issuer: str | None = None
+    audience: str | None = None
+    expiration: float | None = None

@@ -1,0 +1,72 @@
+"""Thread messages as the client reads them: ``MessageDto`` (SRV-26)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+__all__ = ["message_id", "to_message_dtos"]
+
+
+def message_id(message: BaseMessage) -> str:
+    """The message id when it is a UUID, else the SHA-256 hex of its id or content."""
+    raw = message.id or ""
+    try:
+        return str(uuid.UUID(raw))
+    except ValueError:
+        return hashlib.sha256((raw or str(message.content)).encode()).hexdigest()
+
+
+def _text(message: BaseMessage) -> str:
+    return str(message.text)
+
+
+def _output(content: Any) -> str:
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
+def to_message_dtos(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """``MessageDto``s: system and error messages skipped, tool results folded into the
+    ``toolCalls`` entry of the AI message that called them."""
+    out: list[dict[str, Any]] = []
+    calls: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        if isinstance(message, SystemMessage) or message.additional_kwargs.get("isError"):
+            continue
+        if isinstance(message, HumanMessage):
+            out.append(_dto(message, "human"))
+        elif isinstance(message, AIMessage):
+            dto = _dto(message, "ai")
+            if message.tool_calls:
+                dto["toolCalls"] = []
+                for call in message.tool_calls:
+                    entry: dict[str, Any] = {
+                        "name": call["name"],
+                        "id": call.get("id"),
+                        "args": call["args"],
+                    }
+                    dto["toolCalls"].append(entry)
+                    if call.get("id"):
+                        calls[str(call["id"])] = entry
+            out.append(dto)
+        elif isinstance(message, ToolMessage):
+            called = calls.get(message.tool_call_id)
+            if called is not None:
+                called["status"] = "done"
+                called["output"] = _output(message.content)
+    return out
+
+
+def _dto(message: BaseMessage, kind: str) -> dict[str, Any]:
+    return {
+        "id": message_id(message),
+        "type": kind,
+        "content": _text(message),
+        "isComplete": True,
+        "isReasoning": False,
+    }

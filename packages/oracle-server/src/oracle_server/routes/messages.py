@@ -1,0 +1,77 @@
+"""``/messages``: send (JSON or SSE), history, abort (SRV-22 … 33)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from oracle_server.dto import AbortDto, SendMessageDto
+from oracle_server.errors import HTTPError
+from oracle_server.history import to_message_dtos
+from oracle_server.sse import SSE_HEADERS
+from oracle_server.state import auth_of, read_body, server_of
+from oracle_server.turns import TurnInput, public_error, reply_body
+
+__all__ = ["message_routes"]
+
+
+async def send_message(request: Request) -> Response:
+    """``POST /messages/{sessionId}``: run a turn; JSON reply, or SSE with ``stream``."""
+    server, auth = server_of(request), auth_of(request)
+    session_id = request.path_params["session_id"]
+    dto = await read_body(request, SendMessageDto)
+    if await server.storage.sessions.get(auth.did, session_id) is None:
+        raise HTTPError(404, "Session not found")
+    request_id = request.scope.get("state", {}).get("request_id") or session_id
+    turn = await server.runner.start(
+        TurnInput(
+            auth=auth,
+            session_id=session_id,
+            message=dto.message,
+            request_id=request_id,
+            state=dto.turn_state(),
+            timezone=dto.timezone,
+        )
+    )
+    if dto.stream:
+        headers = dict(SSE_HEADERS)
+        if request.scope.get("http_version") == "1.1":
+            headers["Connection"] = "keep-alive"
+        return StreamingResponse(turn.stream.frames(), headers=headers)
+    await turn.done.wait()
+    if turn.status == "failed":
+        raise HTTPError(500, public_error(turn.error) if turn.error else "The turn failed")
+    if turn.status == "aborted":
+        raise HTTPError(409, "The turn was aborted")
+    body = reply_body(turn)
+    if dto.return_all_messages:
+        messages = await server.runtime.thread_messages(auth.did, session_id)
+        body["messages"] = to_message_dtos(messages)
+    return JSONResponse(body)
+
+
+async def history(request: Request) -> Response:
+    """``GET /messages/{sessionId}`` → ``{messages: [MessageDto]}`` from the checkpoint."""
+    server, auth = server_of(request), auth_of(request)
+    session_id = request.path_params["session_id"]
+    if await server.storage.sessions.get(auth.did, session_id) is None:
+        raise HTTPError(404, "Session not found")
+    messages = await server.runtime.thread_messages(auth.did, session_id)
+    return JSONResponse({"messages": to_message_dtos(messages)})
+
+
+async def abort(request: Request) -> Response:
+    """``POST /messages/abort {sessionId}`` → ``{success}`` (own sessions only)."""
+    server, auth = server_of(request), auth_of(request)
+    dto = await read_body(request, AbortDto)
+    return JSONResponse({"success": await server.runner.abort(auth.did, dto.session_id)})
+
+
+def message_routes() -> list[BaseRoute]:
+    """The message routes; abort is matched before ``/messages/{sessionId}``."""
+    return [
+        Route("/messages/abort", abort, methods=["POST"]),
+        Route("/messages/{session_id}", send_message, methods=["POST"]),
+        Route("/messages/{session_id}", history, methods=["GET"]),
+    ]

@@ -1,0 +1,74 @@
+"""Server settings, read from the same environment as the core's Tier-0 variables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from oracle_core import EnvValidationError
+
+__all__ = ["ServerSettings", "load_settings"]
+
+
+class ServerSettings(BaseModel):
+    """Variables the server owns (spec §10); field aliases are the variable names."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    host: str = Field("0.0.0.0", alias="HOST")
+    port: int = Field(3000, alias="PORT", ge=0, le=65535)
+    cors_origin: str = Field("*", alias="CORS_ORIGIN")
+    oracle_name: str | None = Field(None, alias="ORACLE_NAME")
+    oracle_did: str | None = Field(None, alias="ORACLE_DID")
+    oracle_entity_did: str | None = Field(None, alias="ORACLE_ENTITY_DID")
+    oracle_backend: Literal["ixo", "local"] = Field("ixo", alias="ORACLE_BACKEND")
+    blocksync_graphql_url: str | None = Field(None, alias="BLOCKSYNC_GRAPHQL_URL")
+    database_url: str | None = Field(None, alias="DATABASE_URL")
+    sqlite_database_path: str = Field("./data/sqlite", alias="SQLITE_DATABASE_PATH")
+    redis_url: str | None = Field(None, alias="REDIS_URL")
+    throttle_limit: int = Field(10, alias="THROTTLE_LIMIT", ge=1)
+    throttle_ttl_seconds: int = Field(60, alias="THROTTLE_TTL_SECONDS", ge=1)
+    frontend_tool_timeout_ms: int = Field(15000, alias="FRONTEND_TOOL_TIMEOUT_MS", ge=1)
+    shutdown_drain_seconds: int = Field(25, alias="SHUTDOWN_DRAIN_SECONDS", ge=0)
+    session_concurrency: Literal["enqueue", "reject"] = Field(
+        "enqueue", alias="SESSION_CONCURRENCY_POLICY"
+    )
+    max_body_bytes: int = Field(1024 * 1024, alias="MAX_BODY_BYTES", ge=1024)
+    ucan_auth_max_ttl_seconds: int = Field(900, alias="UCAN_AUTH_MAX_TTL_SECONDS", gt=0)
+    oracle_signing_mnemonic: str | None = Field(None, alias="ORACLE_SIGNING_MNEMONIC")
+    did_cache_ttl_seconds: int = Field(300, alias="DID_CACHE_TTL_SECONDS", ge=0)
+
+    @field_validator("cors_origin")
+    @classmethod
+    def _origins(cls, value: str) -> str:
+        return ",".join(o.strip() for o in value.split(",") if o.strip()) or "*"
+
+    @property
+    def is_local(self) -> bool:
+        """Whether ``ORACLE_BACKEND=local``."""
+        return self.oracle_backend == "local"
+
+    def cors_origins(self) -> list[str]:
+        """``CORS_ORIGIN`` as a list (``["*"]`` for any origin)."""
+        return self.cors_origin.split(",")
+
+
+def load_settings(env: Mapping[str, str]) -> ServerSettings:
+    """Validate the server's variables; empty values count as unset.
+
+    Raises:
+        EnvValidationError: one line per invalid variable, owner ``server``.
+    """
+    present = {k: v for k, v in env.items() if v != ""}
+    try:
+        return ServerSettings.model_validate(present)
+    except ValidationError as exc:
+        raise EnvValidationError(
+            [
+                f"[boot-error] Plugin 'server' env validation failed for "
+                f"'{err['loc'][0] if err['loc'] else '?'}': {err['msg']}"
+                for err in exc.errors()
+            ]
+        ) from exc

@@ -1,0 +1,63 @@
+"""What route handlers reach: the booted runtime, storage and turn runner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+
+from oracle_core import OracleRuntime
+from oracle_server.auth import AuthData, Authenticator
+from oracle_server.errors import HTTPError
+from oracle_server.persistence import Storage
+from oracle_server.pipeline import json_body_errors, parse_json
+from oracle_server.settings import ServerSettings
+from oracle_server.turns import TurnRunner
+
+__all__ = ["ServerState", "auth_of", "read_body", "server_of"]
+
+
+@dataclass
+class ServerState:
+    """The server's parts, shared by every request."""
+
+    runtime: OracleRuntime
+    settings: ServerSettings
+    storage: Storage
+    runner: TurnRunner
+    authenticator: Authenticator
+    oracle_did: str
+    oracle_name: str
+    checkpointers: Any
+    models: list[dict[str, Any]] = field(default_factory=list)
+    limiter: Any = None
+    signer: Any = None
+    ready: bool = True
+
+
+def server_of(request: Request) -> ServerState:
+    """The server state of the app serving ``request``."""
+    state: ServerState = request.app.state.oracle
+    return state
+
+
+def auth_of(request: Request) -> AuthData:
+    """The authenticated caller (set by the protection middleware)."""
+    auth = request.scope.get("state", {}).get("auth")
+    if not isinstance(auth, AuthData):
+        raise HTTPError(401, "Missing UCAN authentication")
+    return auth
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+async def read_body(request: Request, model: type[M]) -> M:
+    """Validate the JSON body; 400 with a message list on failure (SRV-15)."""
+    data = parse_json(await request.body())
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise HTTPError(400, json_body_errors(exc.errors())) from exc
