@@ -51,6 +51,7 @@ from oracle_server.pipeline import (
     ProtectionMiddleware,
     RequestIdMiddleware,
     SecurityHeadersMiddleware,
+    SubscriptionCheck,
 )
 from oracle_server.ratelimit import create_rate_limiter
 from oracle_server.routes import delegation_routes, message_routes, session_routes, system_routes
@@ -240,13 +241,16 @@ async def create_oracle_app(
     skip_matrix_init: bool = False,
     skip_graceful_shutdown: bool = False,
     require_llm: bool = True,
+    subscription_check: SubscriptionCheck | None = None,
 ) -> OracleApp:
     """Boot the runtime and build the oracle's HTTP app (CORE-98, SRV-5).
 
     Every ``create_runtime`` option is forwarded unchanged (``require_llm=False`` serves
     without a configured model; turns then answer with an error naming the variables).
     ``routes`` are mounted next to the built-in ones and plugin routes;
-    ``auth_excluded_routes`` join the built-in public routes.
+    ``auth_excluded_routes`` join the built-in public routes. ``subscription_check``
+    (``async (auth) -> None``, raising ``HTTPError(402, …)``) gates every protected route
+    after authentication; the credits plugin supplies one.
     """
     del skip_matrix_init  # the Matrix layer is not wired yet; nothing to skip
     environment = dict(os.environ if env is None else env)
@@ -345,6 +349,7 @@ async def create_oracle_app(
         throttle_limit=settings.throttle_limit,
         throttle_window=settings.throttle_ttl_seconds,
         is_ready=lambda: state.ready,
+        subscription_check=subscription_check,
     )
     origins = settings.cors_origins()
     any_origin = origins == ["*"]

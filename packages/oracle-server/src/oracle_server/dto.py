@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 __all__ = [
@@ -45,7 +45,7 @@ class AgActionDto(_Dto):
     name: str = Field(min_length=1)
     description: str = Field(min_length=1)
     schema_: dict[str, Any] = Field(alias="schema")
-    has_render: bool | None = None
+    has_render: StrictBool | None = None
 
 
 class AttachmentDto(_Dto):
@@ -72,8 +72,8 @@ class SendMessageDto(_Dto):
     """``POST /messages/{sessionId}``."""
 
     message: str = Field(min_length=1, max_length=100_000)
-    stream: bool = False
-    return_all_messages: bool = False
+    stream: StrictBool = False
+    return_all_messages: StrictBool = False
     tools: list[BrowserToolDto] | None = None
     ag_actions: list[AgActionDto] | None = None
     attachments: list[AttachmentDto] | None = Field(None, max_length=10)
