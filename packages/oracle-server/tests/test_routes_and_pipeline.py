@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from oracle_core import AuthExcludedRoute, OraclePlugin, PluginContext
+from oracle_core import AuthExcludedRoute, EnvValidationError, OraclePlugin, PluginContext
 from oracle_server import AuthData, HTTPError, OracleApp, create_oracle_app
 from oracle_server.testing import OpenAIDouble, auth_headers, serving
 from oracle_ucan import Ed25519Signer, delegate
@@ -93,19 +93,88 @@ async def test_plugin_and_host_routes_honour_exclusions(app: OracleApp) -> None:
         assert wrong_method.status_code == 401  # only GET is excluded
 
 
-async def test_protected_routes_answer_401_until_ready(app: OracleApp) -> None:
+def ixo_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """``ORACLE_BACKEND=ixo`` with a Matrix homeserver that nothing answers."""
+    return {
+        "ORACLE_BACKEND": "ixo",
+        "ORACLE_NAME": "Routes Oracle",
+        "NETWORK": "devnet",
+        "ORACLE_DID": "did:ixo:ixo1routesoracle",
+        "ORACLE_ENTITY_DID": "did:ixo:entity:routes",
+        "BLOCKSYNC_GRAPHQL_URL": "http://127.0.0.1:9/graphql",
+        "SECP_MNEMONIC": "unused in these tests",
+        "RPC_URL": "http://127.0.0.1:9",
+        "SQLITE_DATABASE_PATH": str(tmp_path / "data"),
+        "MATRIX_BASE_URL": "http://127.0.0.1:9",
+        "MATRIX_ORACLE_ADMIN_USER_ID": "@oracle:localhost",
+        "MATRIX_ORACLE_ADMIN_PASSWORD": "unused",
+        "MATRIX_ORACLE_ADMIN_ACCESS_TOKEN": "unused",
+        "MATRIX_ACCOUNT_ROOM_ID": "!account:localhost",
+        "MATRIX_VALUE_PIN": "1234",
+        "MATRIX_RECOVERY_PHRASE": "unused",
+        "MATRIX_STORE_PATH": str(tmp_path / "matrix"),
+        **ENV_MODEL,
+        **extra,
+    }
+
+
+async def test_protected_routes_answer_401_until_matrix_is_ready(tmp_path: Path) -> None:
+    # The ASGI transport runs no lifespan, so the Matrix layer never starts: it stays
+    # pending, as it does while a real homeserver is slow to answer.
+    app = await create_oracle_app(
+        {"name": "Routes Oracle"},
+        env=ixo_env(tmp_path),
+        discover_entry_points=False,
+        skip_graceful_shutdown=True,
+    )
     headers = auth_headers(Ed25519Signer.generate(), app.state.oracle_did)
-    app.state.ready = False
-    async with client_for(app) as client:
-        refused = await client.get("/sessions", headers=headers)
-        assert refused.status_code == 401
-        assert refused.json()["message"].startswith("Oracle not ready")
-        assert refused.headers["retry-after"] == "5"
-        assert (await client.get("/health")).status_code == 200
-        assert (await client.get("/ready")).status_code == 503
-        app.state.ready = True
-        assert (await client.get("/sessions", headers=headers)).status_code == 200
-        assert (await client.get("/ready")).json()["status"] == "ready"
+    try:
+        async with client_for(app) as client:
+            refused = await client.get("/sessions", headers=headers)
+            assert refused.status_code == 401
+            assert refused.json()["message"].startswith("Oracle not ready")
+            assert refused.headers["retry-after"] == "5"
+            assert (await client.get("/health")).status_code == 200
+            ready = await client.get("/ready")
+            assert ready.status_code == 503
+            assert ready.json()["status"] == "starting"
+            assert ready.json()["matrix"] == "pending"
+            assert ready.json()["signingKey"] is False
+    finally:
+        await app.aclose()
+
+
+@pytest.mark.parametrize("how", ["MATRIX_ENABLED=false", "skip_matrix_init"])
+async def test_matrix_disabled_or_skipped_is_ready_at_once(tmp_path: Path, how: str) -> None:
+    env = ixo_env(tmp_path)
+    if how == "MATRIX_ENABLED=false":
+        # The MATRIX_* variables become optional.
+        env = {k: v for k, v in env.items() if not k.startswith("MATRIX_")}
+        env["MATRIX_ENABLED"] = "false"
+    app = await create_oracle_app(
+        {"name": "Routes Oracle"},
+        env=env,
+        discover_entry_points=False,
+        skip_graceful_shutdown=True,
+        skip_matrix_init=how == "skip_matrix_init",
+    )
+    try:
+        async with client_for(app) as client:
+            ready = await client.get("/ready")
+            assert ready.status_code == 200
+            assert ready.json()["matrix"] == "disabled"
+    finally:
+        await app.aclose()
+
+
+async def test_matrix_settings_are_checked_at_boot(tmp_path: Path) -> None:
+    env = ixo_env(tmp_path, MATRIX_ENABLED="yes")
+    with pytest.raises(EnvValidationError, match="MATRIX_ENABLED"):
+        await create_oracle_app({"name": "x"}, env=env, discover_entry_points=False)
+    env = ixo_env(tmp_path)
+    del env["MATRIX_ORACLE_ADMIN_PASSWORD"], env["MATRIX_ORACLE_ADMIN_ACCESS_TOKEN"]
+    with pytest.raises(EnvValidationError, match="MATRIX_ORACLE_ADMIN_ACCESS_TOKEN"):
+        await create_oracle_app({"name": "x"}, env=env, discover_entry_points=False)
 
 
 async def test_subscription_gate_answers_402_with_claims(tmp_path: Path) -> None:

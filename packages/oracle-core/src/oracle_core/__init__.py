@@ -7,7 +7,11 @@ agent per request. Testing helpers live in ``oracle_core.testing``.
 
 from oracle_core._agent import BuiltAgent, TurnRequest
 from oracle_core._capabilities import CapabilityCatalog, CatalogEntry, ToolView
-from oracle_core._checkpoint import InMemoryCheckpointers, SqliteCheckpointers
+from oracle_core._checkpoint import (
+    InMemoryCheckpointers,
+    SqliteCheckpointers,
+    user_database_name,
+)
 from oracle_core._config import CoreEnv, OracleConfig, OraclePromptConfig
 from oracle_core._context import (
     AbortSignal,
@@ -221,5 +225,6 @@ __all__ = [
     "not_a_hook",
     "plugin_tool",
     "sub_agent_tool_name",
+    "user_database_name",
     "validate_manifest",
 ]

@@ -237,8 +237,10 @@ def compose_config(
     except ValidationError as exc:
         errors.extend(_env_errors("core", exc, "?"))
     if core is not None and not core.is_local:
+        # The server's MATRIX_ENABLED=false drops the Matrix layer and its variables.
+        matrix_off = present.get("MATRIX_ENABLED") == "false"
         for var in IXO_REQUIRED:
-            if var not in present:
+            if var not in present and not (matrix_off and var.startswith("MATRIX_")):
                 errors.append(
                     f"[boot-error] Plugin 'core' env validation failed for '{var}': "
                     "required when ORACLE_BACKEND=ixo (set ORACLE_BACKEND=local to run "

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,8 +41,16 @@ from oracle_server.errors import (
     handle_http_error,
     handle_method_not_allowed,
     handle_not_found,
+    handle_storage_unavailable,
 )
-from oracle_server.persistence import Storage, database_url, open_checkpointers
+from oracle_server.matrix.layer import MatrixLayer
+from oracle_server.persistence import (
+    Storage,
+    StorageUnavailableError,
+    UserDatabases,
+    database_url,
+    open_checkpointers,
+)
 from oracle_server.pipeline import (
     BUILTIN_EXCLUSIONS,
     BodyLimitMiddleware,
@@ -210,12 +218,15 @@ class OracleApp:
             return
         self._closed = True
         state = self.state
+        matrix = state.matrix
         steps: list[Callable[[], Awaitable[Any]]] = [
             lambda: state.runner.drain(float(state.settings.shutdown_drain_seconds)),
+            *([matrix.flush] if matrix is not None else []),
             state.checkpointers.aclose,
             state.storage.close,
             state.runner.locks.aclose,
             state.limiter.aclose,
+            *([matrix.aclose] if matrix is not None else []),
             state.runtime.aclose,
         ]
         for step in steps:
@@ -252,31 +263,62 @@ async def create_oracle_app(
     (``async (auth) -> None``, raising ``HTTPError(402, …)``) gates every protected route
     after authentication; the credits plugin supplies one.
     """
-    del skip_matrix_init  # the Matrix layer is not wired yet; nothing to skip
     environment = dict(os.environ if env is None else env)
     settings = load_settings(environment)
     log = logger or logging.getLogger("oracle")
+    signer = oracle_signer(settings)
+    oracle_did = settings.oracle_did or (signer.did() if signer else "")
     storage = await Storage.open(database_url(settings.database_url, settings.sqlite_database_path))
     checkpointers = await open_checkpointers(
         storage.kind,
         storage.url if storage.kind == "postgresql" else settings.sqlite_database_path,
+        oracle_did=oracle_did,
+        max_open=settings.max_open_user_dbs,
     )
+    user_dbs = checkpointers if isinstance(checkpointers, UserDatabases) else None
+    sessions = user_dbs.sessions if user_dbs is not None else storage.sessions
     events = ServerEventSink()
     # --- socket.io gateway (SRV-47 … 54): rooms get plugin events; frontend-tools plugin ---
     from oracle_server.frontend_tools import FrontendToolsPlugin
 
-    gateway = SocketGateway(settings, storage.sessions)
+    gateway = SocketGateway(settings, sessions)
     events.broadcast = gateway.broadcast
     plugins = [*plugins, FrontendToolsPlugin(gateway)]
     # --- end socket.io gateway ---
     core_env: list[CoreEnv] = []
+    # --- Matrix layer (SRV-6, 64 … 69): created now, started by the ASGI lifespan ---
+    booted: dict[str, Any] = {}  # the runtime and state, once they exist
+
+    def status_changed(event: PluginStatusChangeEvent) -> None:
+        booted["runtime"].emit_status_change(event)
+
+    def failed(exc: BaseException, source: str) -> None:
+        booted["runtime"].report_error(exc, source)
+
+    def signer_loaded(key: Ed25519Signer) -> None:
+        booted["state"].signer = key
+
+    matrix: MatrixLayer | None = None
+    if settings.matrix_active and not skip_matrix_init:
+        matrix = MatrixLayer(
+            settings,
+            oracle_name=settings.oracle_name or "Oracle",
+            sessions=sessions,
+            user_dbs=user_dbs,
+            files=storage.matrix_files,
+            signer=signer,
+            on_signer=signer_loaded,
+            on_status=status_changed,
+            on_error=failed,
+        )
+    # --- end Matrix layer ---
 
     def services(core: CoreEnv) -> AmbientServices:
         core_env.append(core)
         return AmbientServices(
             secrets=LocalSecretsService(),
             blob_store=storage.blobs,
-            matrix=UnavailableMatrixService(),
+            matrix=matrix.service() if matrix is not None else UnavailableMatrixService(),
             ucan=PermissiveUcanService(),
             events=events,
             llm=ProviderLLM(core),
@@ -301,8 +343,7 @@ async def create_oracle_app(
         await checkpointers.aclose()
         await storage.close()
         raise
-    signer = oracle_signer(settings)
-    oracle_did = settings.oracle_did or (signer.did() if signer else "")
+    booted["runtime"] = runtime
     resolver = (
         None
         if settings.is_local
@@ -321,10 +362,23 @@ async def create_oracle_app(
     limiter = create_rate_limiter(settings.redis_url)
 
     async def touch(turn: ActiveTurn) -> None:
-        await storage.sessions.touch(turn.user_did, turn.session_id, datetime.now(UTC))
+        await sessions.touch(turn.user_did, turn.session_id, datetime.now(UTC))
+        if matrix is not None and turn.status == "finished":
+            matrix.after_turn(
+                user_did=turn.user_did,
+                session_id=turn.session_id,
+                message=turn.message,
+                reply=turn.reply.text if turn.reply is not None else None,
+                home_server=turn.home_server,
+            )
 
     runner = TurnRunner(
-        runtime, locks, events, policy=settings.session_concurrency, on_finished=touch
+        runtime,
+        locks,
+        events,
+        policy=settings.session_concurrency,
+        on_finished=touch,
+        user_scope=user_dbs.use if user_dbs is not None else None,
     )
     state = ServerState(
         runtime=runtime,
@@ -335,10 +389,13 @@ async def create_oracle_app(
         oracle_did=oracle_did,
         oracle_name=runtime.identity.name,
         checkpointers=checkpointers,
+        sessions=sessions,
         models=_model_list(core_env[0]) if core_env else [],
         limiter=limiter,
         signer=signer,
+        matrix=matrix,
     )
+    booted["state"] = state
     exclusions = ExclusionMatcher(
         [*BUILTIN_EXCLUSIONS, *auth_excluded_routes, *runtime.auth_excluded_routes]
     )
@@ -378,8 +435,10 @@ async def create_oracle_app(
                 ProtectionMiddleware, protection=protection, routes=_routes_of(lambda: starlette)
             ),
         ],
+        lifespan=_lifespan(matrix),
         exception_handlers={
             HTTPError: handle_http_error,
+            StorageUnavailableError: handle_storage_unavailable,
             404: handle_not_found,
             405: handle_method_not_allowed,
             HTTPException: _starlette_http_error,
@@ -407,6 +466,18 @@ async def create_oracle_app(
     oracle_app.gateway = gateway
     # --- end socket.io gateway ---
     return oracle_app
+
+
+def _lifespan(matrix: MatrixLayer | None) -> Callable[[Starlette], Any]:
+    """Start the Matrix layer once the server loop runs; never wait for it (SRV-6)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        if matrix is not None:
+            matrix.start()
+        yield
+
+    return lifespan
 
 
 def _routes_of(app: Callable[[], Starlette]) -> Callable[[], list[BaseRoute]]:

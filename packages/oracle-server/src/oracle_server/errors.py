@@ -66,6 +66,14 @@ async def handle_http_error(request: Request, exc: Exception) -> Response:
     return exc.response()
 
 
+STORAGE_UNAVAILABLE = "Conversation storage temporarily unavailable"
+
+
+async def handle_storage_unavailable(request: Request, exc: Exception) -> Response:
+    """A user's database is being restored from a backup that is unreachable (SRV-63)."""
+    return error_response(503, STORAGE_UNAVAILABLE, headers={"Retry-After": "5"})
+
+
 async def handle_not_found(request: Request, exc: Exception) -> Response:
     """Unknown routes answer JSON (SRV-2): the client calls ``response.json()`` on errors."""
     return error_response(404, f"Cannot {request.method} {request.url.path}")

@@ -3,13 +3,39 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from oracle_core import EnvValidationError
 
-__all__ = ["ServerSettings", "load_settings"]
+__all__ = ["MATRIX_REQUIRED", "ServerSettings", "load_settings"]
+
+
+def _strict_bool(value: object) -> object:
+    # Booleans are exactly `true` or `false` (spec §10): "1", "yes" or "True" are typos.
+    if isinstance(value, str):
+        if value not in ("true", "false"):
+            raise ValueError("must be exactly 'true' or 'false'")
+        return value == "true"
+    return value
+
+
+EnvBool = Annotated[bool, BeforeValidator(_strict_bool)]
+
+MATRIX_REQUIRED = (
+    "MATRIX_BASE_URL",
+    "MATRIX_ORACLE_ADMIN_USER_ID",
+    "MATRIX_ACCOUNT_ROOM_ID",
+    "MATRIX_VALUE_PIN",
+)
 
 
 class ServerSettings(BaseModel):
@@ -39,6 +65,24 @@ class ServerSettings(BaseModel):
     ucan_auth_max_ttl_seconds: int = Field(900, alias="UCAN_AUTH_MAX_TTL_SECONDS", gt=0)
     oracle_signing_mnemonic: str | None = Field(None, alias="ORACLE_SIGNING_MNEMONIC")
     did_cache_ttl_seconds: int = Field(300, alias="DID_CACHE_TTL_SECONDS", ge=0)
+    max_open_user_dbs: int = Field(256, alias="MAX_OPEN_USER_DBS", ge=1)
+    matrix_enabled: EnvBool = Field(True, alias="MATRIX_ENABLED")
+    matrix_base_url: str | None = Field(None, alias="MATRIX_BASE_URL")
+    matrix_oracle_admin_user_id: str | None = Field(None, alias="MATRIX_ORACLE_ADMIN_USER_ID")
+    matrix_oracle_admin_password: str | None = Field(None, alias="MATRIX_ORACLE_ADMIN_PASSWORD")
+    matrix_oracle_admin_access_token: str | None = Field(
+        None, alias="MATRIX_ORACLE_ADMIN_ACCESS_TOKEN"
+    )
+    matrix_account_room_id: str | None = Field(None, alias="MATRIX_ACCOUNT_ROOM_ID")
+    matrix_value_pin: str | None = Field(None, alias="MATRIX_VALUE_PIN")
+    matrix_store_path: str = Field("./matrix-storage", alias="MATRIX_STORE_PATH")
+    matrix_checkpoint_sync: EnvBool = Field(True, alias="MATRIX_CHECKPOINT_SYNC")
+    matrix_backup_debounce_seconds: float = Field(
+        30.0, alias="MATRIX_BACKUP_DEBOUNCE_SECONDS", ge=0
+    )
+    skip_logging_chat_history_to_matrix: EnvBool = Field(
+        False, alias="SKIP_LOGGING_CHAT_HISTORY_TO_MATRIX"
+    )
 
     @field_validator("cors_origin")
     @classmethod
@@ -49,6 +93,11 @@ class ServerSettings(BaseModel):
     def is_local(self) -> bool:
         """Whether ``ORACLE_BACKEND=local``."""
         return self.oracle_backend == "local"
+
+    @property
+    def matrix_active(self) -> bool:
+        """Whether the Matrix layer runs: ``ORACLE_BACKEND=ixo`` and ``MATRIX_ENABLED``."""
+        return not self.is_local and self.matrix_enabled
 
     def cors_origins(self) -> list[str]:
         """``CORS_ORIGIN`` as a list (``["*"]`` for any origin)."""
@@ -63,7 +112,7 @@ def load_settings(env: Mapping[str, str]) -> ServerSettings:
     """
     present = {k: v for k, v in env.items() if v != ""}
     try:
-        return ServerSettings.model_validate(present)
+        settings = ServerSettings.model_validate(present)
     except ValidationError as exc:
         raise EnvValidationError(
             [
@@ -72,3 +121,17 @@ def load_settings(env: Mapping[str, str]) -> ServerSettings:
                 for err in exc.errors()
             ]
         ) from exc
+    if settings.matrix_active:
+        missing = [var for var in MATRIX_REQUIRED if var not in present]
+        if not {"MATRIX_ORACLE_ADMIN_ACCESS_TOKEN", "MATRIX_ORACLE_ADMIN_PASSWORD"} & set(present):
+            missing.append("MATRIX_ORACLE_ADMIN_ACCESS_TOKEN")
+        if missing:
+            raise EnvValidationError(
+                [
+                    f"[boot-error] Plugin 'server' env validation failed for '{var}': "
+                    "required with the Matrix layer on (set MATRIX_ENABLED=false to run "
+                    "without it)"
+                    for var in missing
+                ]
+            )
+    return settings

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from oracle_core import OracleRuntime
 from oracle_server.auth import AuthData, Authenticator
 from oracle_server.errors import HTTPError
-from oracle_server.persistence import Storage
+from oracle_server.persistence import Sessions, Storage
 from oracle_server.pipeline import json_body_errors, parse_json
 from oracle_server.settings import ServerSettings
 from oracle_server.turns import TurnRunner
@@ -31,10 +31,27 @@ class ServerState:
     oracle_did: str
     oracle_name: str
     checkpointers: Any
+    sessions: Sessions
     models: list[dict[str, Any]] = field(default_factory=list)
     limiter: Any = None
     signer: Any = None
-    ready: bool = True
+    matrix: Any = None
+
+    @property
+    def ready(self) -> bool:
+        """Whether protected routes may be served (SRV-10).
+
+        Matrix loaded (or off) and the UCAN signing key loaded (or no source of one:
+        without Matrix, ``ORACLE_SIGNING_MNEMONIC`` is the only source and loads at boot).
+        """
+        if self.matrix is None:
+            return True
+        return bool(self.matrix.state == "loaded") and self.signer is not None
+
+    @property
+    def matrix_state(self) -> str:
+        """``disabled``, or the Matrix layer's ``pending`` / ``loaded`` / ``failed``."""
+        return "disabled" if self.matrix is None else str(self.matrix.state)
 
 
 def server_of(request: Request) -> ServerState:

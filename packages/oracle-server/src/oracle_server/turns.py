@@ -101,6 +101,8 @@ class ActiveTurn:
     request_id: str
     stream: TurnStream
     abort_signal: AbortSignal
+    message: str = ""
+    home_server: str | None = None
     task: asyncio.Task[None] | None = None
     status: str = "running"
     reply: AIMessage | None = None
@@ -161,6 +163,7 @@ class TurnRunner:
         events: The runtime's event sink, to attach streams to.
         policy: ``enqueue`` (wait for the running turn) or ``reject`` (409).
         on_finished: Called after a turn ends (session bookkeeping).
+        user_scope: Held around each turn for its user (keeps the user's database open).
     """
 
     def __init__(
@@ -171,12 +174,14 @@ class TurnRunner:
         *,
         policy: str = "enqueue",
         on_finished: Callable[[ActiveTurn], Any] | None = None,
+        user_scope: Callable[[str], AbstractAsyncContextManager[Any]] | None = None,
     ) -> None:
         self.runtime = runtime
         self.locks = locks
         self.events = events
         self.policy = policy
         self.on_finished = on_finished
+        self.user_scope = user_scope
         self.active: dict[str, ActiveTurn] = {}
         self._accepting = True
 
@@ -200,6 +205,8 @@ class TurnRunner:
             request_id=turn_input.request_id,
             stream=TurnStream(),
             abort_signal=AbortSignal(),
+            message=turn_input.message,
+            home_server=turn_input.auth.home_server,
         )
         self.active[turn.session_id] = turn
         self.events.streams[turn.request_id] = turn.stream
@@ -251,7 +258,11 @@ class TurnRunner:
                     "timestamp": timestamp(),
                 },
             )
-            await self._execute(turn, turn_input, base)
+            if self.user_scope is None:
+                await self._execute(turn, turn_input, base)
+            else:
+                async with self.user_scope(turn.user_did):
+                    await self._execute(turn, turn_input, base)
             stream.push(
                 "reasoning",
                 {**base, "reasoning": "", "isComplete": True, "timestamp": timestamp()},

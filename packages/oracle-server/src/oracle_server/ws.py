@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from oracle_core import OracleEvent
 from oracle_server.auth import AuthData, Authenticator
 from oracle_server.errors import HTTPError
-from oracle_server.persistence import SessionStore
+from oracle_server.persistence import Sessions
 from oracle_server.settings import ServerSettings
 from oracle_server.sse import timestamp
 from oracle_server.turns import EVENT_NAMES
@@ -145,7 +145,7 @@ class SocketGateway:
     def __init__(
         self,
         settings: ServerSettings,
-        sessions: SessionStore,
+        sessions: Sessions,
         *,
         authenticator: Authenticator | None = None,
     ) -> None:

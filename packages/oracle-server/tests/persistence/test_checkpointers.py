@@ -14,7 +14,7 @@ from langgraph.graph import END, START, StateGraph
 
 from oracle_server.persistence import (
     CheckpointerFactory,
-    SqliteUserCheckpointers,
+    UserDatabases,
     open_checkpointers,
 )
 
@@ -123,12 +123,13 @@ async def test_a_user_is_required(open_checkpointer_factory: OpenFactory) -> Non
 async def test_sqlite_keeps_one_file_per_user(tmp_path: Path) -> None:
     factory = await open_checkpointers("sqlite", str(tmp_path))
     try:
-        assert isinstance(factory, SqliteUserCheckpointers)
+        assert isinstance(factory, UserDatabases)
         await run_turn(factory, ALICE, "session-1", "from alice")
         await run_turn(factory, BOB, "session-2", "from bob")
 
         alice_file, bob_file = factory.path_for(ALICE), factory.path_for(BOB)
-        assert alice_file.parent == tmp_path / "checkpoints"
+        assert alice_file.parent.parent == tmp_path / "user_dbs"
+        assert alice_file.name == f"{factory.storage_key(ALICE)}.db"
         assert alice_file != bob_file
         assert alice_file.is_file()
         assert bob_file.is_file()
@@ -142,7 +143,7 @@ async def test_sqlite_keeps_one_file_per_user(tmp_path: Path) -> None:
 async def test_sqlite_deletion_for_a_user_without_a_file_creates_none(tmp_path: Path) -> None:
     factory = await open_checkpointers("sqlite", str(tmp_path))
     try:
-        assert isinstance(factory, SqliteUserCheckpointers)
+        assert isinstance(factory, UserDatabases)
         await factory.delete_threads(ALICE, ["session-1"])
         await factory.delete_session_threads(ALICE, "session-1")
         assert not factory.path_for(ALICE).exists()

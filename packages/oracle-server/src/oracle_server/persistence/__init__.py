@@ -1,7 +1,8 @@
 """Persistence of the oracle server: one SQL database plus LangGraph checkpointers.
 
 Embedded mode (``DATABASE_URL`` unset or ``sqlite…``) keeps the server database in
-``<SQLITE_DATABASE_PATH>/oracle.db`` and one checkpoint file per user; shared mode
+``<SQLITE_DATABASE_PATH>/oracle.db`` and one file per user with that user's sessions and
+checkpoints; shared mode
 (``postgresql://…``) keeps both in PostgreSQL, as several replicas need (SRV-55).
 """
 
@@ -11,33 +12,50 @@ from oracle_server.persistence.blobs import SqlBlobStore
 from oracle_server.persistence.checkpoints import (
     CheckpointerFactory,
     PostgresCheckpointers,
-    SqliteUserCheckpointers,
     open_checkpointers,
 )
 from oracle_server.persistence.delegations import DelegationStore, ReauthPrompts, StoredDelegation
 from oracle_server.persistence.engine import Storage, StorageKind, database_url, storage_kind
+from oracle_server.persistence.matrix_files import MatrixFileEvent, MatrixFileEvents
 from oracle_server.persistence.replay import ReplayStore
 from oracle_server.persistence.sessions import (
     DuplicateSessionError,
     SessionRecord,
+    Sessions,
     SessionStore,
     to_js_iso,
+)
+from oracle_server.persistence.userdb import (
+    StorageUnavailableError,
+    UserDatabase,
+    UserDatabases,
+    UserRestorer,
+    UserSessions,
+    checkpoint_storage_key,
 )
 
 __all__ = [
     "CheckpointerFactory",
     "DelegationStore",
     "DuplicateSessionError",
+    "MatrixFileEvent",
+    "MatrixFileEvents",
     "PostgresCheckpointers",
     "ReauthPrompts",
     "ReplayStore",
     "SessionRecord",
     "SessionStore",
+    "Sessions",
     "SqlBlobStore",
-    "SqliteUserCheckpointers",
     "Storage",
     "StorageKind",
+    "StorageUnavailableError",
     "StoredDelegation",
+    "UserDatabase",
+    "UserDatabases",
+    "UserRestorer",
+    "UserSessions",
+    "checkpoint_storage_key",
     "database_url",
     "open_checkpointers",
     "storage_kind",

@@ -1,6 +1,6 @@
 """LangGraph checkpointers for each storage mode (SRV-55/57).
 
-Embedded mode keeps one SQLite file per user (``oracle_core.SqliteCheckpointers``); shared
+Embedded mode keeps one SQLite file per user (:class:`UserDatabases`); shared
 mode hands every user the same ``AsyncPostgresSaver``, which is safe because thread ids
 are session ids and those are unique across users.
 """
@@ -9,22 +9,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
-from oracle_core import SqliteCheckpointers
 from oracle_server.persistence.engine import StorageKind
+from oracle_server.persistence.userdb import UserDatabases
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
     from psycopg_pool import AsyncConnectionPool
 
 __all__ = [
     "CheckpointerFactory",
     "PostgresCheckpointers",
-    "SqliteUserCheckpointers",
     "open_checkpointers",
 ]
 
@@ -63,58 +60,6 @@ class CheckpointerFactory(Protocol):
 def _like_prefix(prefix: str) -> str:
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"{escaped}%"
-
-
-class SqliteUserCheckpointers:
-    """One SQLite checkpoint file per user under ``<sqlite_path>/checkpoints``.
-
-    Args:
-        base_path: Directory of the per-user files.
-    """
-
-    def __init__(self, base_path: str | Path) -> None:
-        self.base_path = Path(base_path)
-        self._savers = SqliteCheckpointers(self.base_path)
-
-    def path_for(self, user_did: str) -> Path:
-        """Where ``user_did``'s checkpoint file lives."""
-        return self._savers.path_for(user_did)
-
-    async def __call__(self, user_did: str) -> BaseCheckpointSaver[Any]:
-        """The user's saver, opening (and creating) their file on first use."""
-        return await self._savers(user_did)
-
-    async def delete_threads(self, user_did: str, thread_ids: Sequence[str]) -> None:
-        """Delete these threads from the user's file; a user without a file has none."""
-        if not thread_ids or not self.path_for(user_did).exists():
-            return
-        saver = await self._savers(user_did)
-        for thread_id in thread_ids:
-            await saver.adelete_thread(thread_id)
-
-    async def delete_session_threads(self, user_did: str, session_id: str) -> list[str]:
-        """Delete the session's thread and its sub-agent threads from the user's file."""
-        if not self.path_for(user_did).exists():
-            return []
-        saver = cast("AsyncSqliteSaver", await self._savers(user_did))
-        query = (
-            "SELECT thread_id FROM checkpoints WHERE thread_id = ?"
-            " OR thread_id LIKE ? ESCAPE '\\'"
-            " UNION SELECT thread_id FROM writes WHERE thread_id = ?"
-            " OR thread_id LIKE ? ESCAPE '\\'"
-        )
-        pattern = _like_prefix(f"{session_id}_")
-        async with (
-            saver.lock,
-            saver.conn.execute(query, (session_id, pattern, session_id, pattern)) as cursor,
-        ):
-            thread_ids = sorted(str(row[0]) for row in await cursor.fetchall())
-        await self.delete_threads(user_did, thread_ids)
-        return thread_ids
-
-    async def aclose(self) -> None:
-        """Close every user's file."""
-        await self._savers.aclose()
 
 
 class PostgresCheckpointers:
@@ -205,16 +150,23 @@ async def _open_postgres(url: str, schema: str | None) -> PostgresCheckpointers:
 
 
 async def open_checkpointers(
-    kind: StorageKind | str, url_or_path: str, *, schema: str | None = None
+    kind: StorageKind | str,
+    url_or_path: str,
+    *,
+    schema: str | None = None,
+    oracle_did: str = "",
+    max_open: int = 256,
 ) -> CheckpointerFactory:
     """Open the checkpointer factory of a storage mode.
 
     Args:
         kind: ``"sqlite"`` (embedded) or ``"postgresql"`` (shared).
         url_or_path: For SQLite, ``SQLITE_DATABASE_PATH``: user files go under its
-            ``checkpoints`` directory. For PostgreSQL, the database URL (with or without
-            the ``+psycopg`` driver suffix).
+            ``user_dbs`` directory (see :class:`UserDatabases`). For PostgreSQL, the
+            database URL (with or without the ``+psycopg`` driver suffix).
         schema: PostgreSQL only: keep the checkpoint tables in this schema.
+        oracle_did: SQLite only: part of each user's storage key (SRV-60).
+        max_open: SQLite only: user databases kept open at most (SRV-58).
 
     Raises:
         ValueError: for an unknown kind, a bad schema name, or a schema with SQLite.
@@ -223,7 +175,7 @@ async def open_checkpointers(
     if kind == "sqlite":
         if schema is not None:
             raise ValueError("persistence.schema_unsupported: schema= needs PostgreSQL")
-        return SqliteUserCheckpointers(Path(url_or_path) / "checkpoints")
+        return UserDatabases(url_or_path, oracle_did=oracle_did, max_open=max_open)
     if kind == "postgresql":
         return await _open_postgres(url_or_path, schema)
     raise ValueError(f"persistence.dialect_unsupported: {kind!r}; use 'sqlite' or 'postgresql'")

@@ -4,22 +4,30 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy import event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import Table, event, inspect, text
+from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from oracle_server.persistence.blobs import SqlBlobStore
 from oracle_server.persistence.delegations import DelegationStore, ReauthPrompts
+from oracle_server.persistence.matrix_files import MatrixFileEvents
 from oracle_server.persistence.replay import ReplayStore
 from oracle_server.persistence.sessions import SessionStore
 from oracle_server.persistence.tables import metadata
 
-__all__ = ["Storage", "StorageKind", "database_url", "storage_kind"]
+__all__ = [
+    "Storage",
+    "StorageKind",
+    "configure_sqlite",
+    "create_tables",
+    "database_url",
+    "storage_kind",
+]
 
 StorageKind = Literal["sqlite", "postgresql"]
 
@@ -77,7 +85,9 @@ def storage_kind(url: str) -> StorageKind:
     raise ValueError(f"persistence.dialect_unsupported: {backend!r}; use SQLite or PostgreSQL")
 
 
-def _configure_sqlite(engine: AsyncEngine) -> None:
+def configure_sqlite(engine: AsyncEngine) -> None:
+    """Set WAL, ``busy_timeout`` and foreign keys on every new connection of ``engine``."""
+
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
@@ -99,8 +109,37 @@ async def _create_tables(conn: AsyncConnection, kind: StorageKind, schema: str |
         await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
         if schema is not None:
             await conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
-    for table in metadata.sorted_tables:
+    await create_tables(conn, metadata.sorted_tables, schema)
+
+
+def _column_names(sync: Connection, table: str, schema: str | None) -> set[str]:
+    return {column["name"] for column in inspect(sync).get_columns(table, schema)}
+
+
+async def create_tables(
+    conn: AsyncConnection, tables: Sequence[Table], schema: str | None = None
+) -> None:
+    """Create missing tables and indexes, and add columns missing from existing tables.
+
+    Migrations are additive (SRV-56): a column added to a definition is nullable, so an
+    older database gains it with ``ALTER TABLE … ADD COLUMN`` and keeps every row.
+    """
+    for table in tables:
         await conn.execute(CreateTable(table, if_not_exists=True))
+        present = await conn.run_sync(_column_names, table.name, schema)
+        for column in table.columns:
+            if column.name in present:
+                continue
+            if not column.nullable or column.primary_key:
+                raise RuntimeError(
+                    f"persistence.migration_unsupported: column {table.name}.{column.name} "
+                    "is missing and not nullable; only nullable columns can be added"
+                )
+            column_type = column.type.compile(dialect=conn.dialect)
+            target = f'"{schema}"."{table.name}"' if schema else f'"{table.name}"'
+            await conn.execute(
+                text(f'ALTER TABLE {target} ADD COLUMN "{column.name}" {column_type}')
+            )
         for index in sorted(table.indexes, key=lambda index: str(index.name)):
             await conn.execute(CreateIndex(index, if_not_exists=True))
 
@@ -120,6 +159,7 @@ class Storage:
         replay: UCAN replay protection (an ``oracle_ucan.InvocationStore``).
         blobs: The blob store (an ``oracle_core.BlobStore``).
         reauth: Re-authorisation prompt throttle.
+        matrix_files: The last Matrix upload of each backed-up user file.
     """
 
     def __init__(
@@ -140,6 +180,7 @@ class Storage:
         self.replay = ReplayStore(engine, clock=clock)
         self.blobs = SqlBlobStore(engine, clock=clock)
         self.reauth = ReauthPrompts(engine, clock=clock)
+        self.matrix_files = MatrixFileEvents(engine)
 
     @classmethod
     async def open(
@@ -178,7 +219,7 @@ class Storage:
             options["pool_pre_ping"] = True
         engine = create_async_engine(url, **options)
         if kind == "sqlite":
-            _configure_sqlite(engine)
+            configure_sqlite(engine)
         try:
             async with engine.begin() as conn:
                 await _create_tables(conn, kind, schema)

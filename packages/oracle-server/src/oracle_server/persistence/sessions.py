@@ -1,4 +1,4 @@
-"""Chat sessions: one row per session in the server database (SRV-17 … 21)."""
+"""Chat sessions: one row per session (SRV-17 … 21), in the server database or the user's own."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import RowMapping, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from oracle_server.persistence.tables import oracle_sessions
 
-__all__ = ["DuplicateSessionError", "SessionRecord", "SessionStore", "to_js_iso"]
+__all__ = ["DuplicateSessionError", "SessionRecord", "SessionStore", "Sessions", "to_js_iso"]
 
 
 def to_js_iso(value: datetime) -> str:
@@ -62,6 +62,8 @@ class SessionRecord:
         room_id: Matrix room of the session, when Matrix is on.
         slack_thread_ts: Slack thread, for sessions started from Slack.
         client: The transport that created the session (``portal``, ``matrix``, …).
+        matrix_thread_id: Root event of the session's thread in the user's Matrix room,
+            where the chat log goes; never sent to clients.
     """
 
     session_id: str
@@ -77,6 +79,7 @@ class SessionRecord:
     room_id: str | None = None
     slack_thread_ts: str | None = None
     client: str = "portal"
+    matrix_thread_id: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         """The ``ChatSession`` JSON of SRV-17.
@@ -119,7 +122,30 @@ def _record(row: RowMapping) -> SessionRecord:
         room_id=row["room_id"],
         slack_thread_ts=row["slack_thread_ts"],
         client=row["client"],
+        matrix_thread_id=row["matrix_thread_id"],
     )
+
+
+class Sessions(Protocol):
+    """What the server needs of a session store (server database or per-user files)."""
+
+    async def create(self, record: SessionRecord) -> SessionRecord: ...
+
+    async def get(self, user_did: str, session_id: str) -> SessionRecord | None: ...
+
+    async def list(
+        self, user_did: str, *, limit: int = 20, offset: int = 0, room_id: str | None = None
+    ) -> tuple[builtins.list[SessionRecord], int]: ...
+
+    async def touch(self, user_did: str, session_id: str, when: datetime | None = None) -> None: ...
+
+    async def set_title(self, user_did: str, session_id: str, title: str) -> None: ...
+
+    async def set_matrix_thread(
+        self, user_did: str, session_id: str, *, room_id: str, thread_id: str
+    ) -> None: ...
+
+    async def delete(self, user_did: str, session_id: str) -> bool: ...
 
 
 class SessionStore:
@@ -154,6 +180,7 @@ class SessionStore:
             "room_id": record.room_id,
             "slack_thread_ts": record.slack_thread_ts,
             "client": record.client,
+            "matrix_thread_id": record.matrix_thread_id,
         }
         try:
             async with self._engine.begin() as conn:
@@ -226,6 +253,12 @@ class SessionStore:
     async def set_title(self, user_did: str, session_id: str, title: str) -> None:
         """Store a new title; no-op for another user's or an unknown session."""
         await self._update(user_did, session_id, title=title)
+
+    async def set_matrix_thread(
+        self, user_did: str, session_id: str, *, room_id: str, thread_id: str
+    ) -> None:
+        """Remember the room and thread root the session's chat log goes to."""
+        await self._update(user_did, session_id, room_id=room_id, matrix_thread_id=thread_id)
 
     async def delete(self, user_did: str, session_id: str) -> bool:
         """Delete the user's session; ``False`` when the user has no such session."""

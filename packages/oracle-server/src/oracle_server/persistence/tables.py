@@ -116,6 +116,8 @@ oracle_sessions = Table(
     Column("room_id", String(255)),
     Column("slack_thread_ts", String(64)),
     Column("client", String(32), nullable=False, default="portal"),
+    # Added after the first schema: existing databases gain it at boot (additive).
+    Column("matrix_thread_id", String(255)),
     Index(None, "user_did", "last_updated_at"),
     Index(None, "user_did", "room_id"),
 )

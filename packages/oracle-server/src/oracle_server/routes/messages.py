@@ -21,7 +21,7 @@ async def send_message(request: Request) -> Response:
     server, auth = server_of(request), auth_of(request)
     session_id = request.path_params["session_id"]
     dto = await read_body(request, SendMessageDto)
-    if await server.storage.sessions.get(auth.did, session_id) is None:
+    if await server.sessions.get(auth.did, session_id) is None:
         raise HTTPError(404, "Session not found")
     request_id = request.scope.get("state", {}).get("request_id") or session_id
     turn = await server.runner.start(
@@ -55,7 +55,7 @@ async def history(request: Request) -> Response:
     """``GET /messages/{sessionId}`` → ``{messages: [MessageDto]}`` from the checkpoint."""
     server, auth = server_of(request), auth_of(request)
     session_id = request.path_params["session_id"]
-    if await server.storage.sessions.get(auth.did, session_id) is None:
+    if await server.sessions.get(auth.did, session_id) is None:
         raise HTTPError(404, "Session not found")
     messages = await server.runtime.thread_messages(auth.did, session_id)
     return JSONResponse({"messages": to_message_dtos(messages)})

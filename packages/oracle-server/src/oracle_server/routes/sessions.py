@@ -33,7 +33,7 @@ async def create_session(request: Request) -> Response:
         oracle_entity_did=server.settings.oracle_entity_did,
     )
     try:
-        created = await server.storage.sessions.create(record)
+        created = await server.sessions.create(record)
     except Exception as exc:
         raise HTTPError(400, f"Session creation failed: {type(exc).__name__}") from exc
     return JSONResponse(created.to_wire(), status_code=201)
@@ -57,7 +57,7 @@ async def list_sessions(request: Request) -> Response:
     server, auth = server_of(request), auth_of(request)
     limit = min(_int_param(request, "limit", 20, 1), MAX_PAGE)
     offset = _int_param(request, "offset", 0, 0)
-    records, total = await server.storage.sessions.list(auth.did, limit=limit, offset=offset)
+    records, total = await server.sessions.list(auth.did, limit=limit, offset=offset)
     return JSONResponse({"sessions": [r.to_wire() for r in records], "total": total})
 
 
@@ -65,14 +65,14 @@ async def delete_session(request: Request) -> Response:
     """``DELETE /sessions/{sessionId}``: the row and every checkpoint of the thread."""
     server, auth = server_of(request), auth_of(request)
     session_id = request.path_params["session_id"]
-    if await server.storage.sessions.get(auth.did, session_id) is None:
+    if await server.sessions.get(auth.did, session_id) is None:
         raise HTTPError(404, "Session not found")
     await server.runner.abort(auth.did, session_id)
     sub_agents = [s.value.name for s in server.runtime.registries.sub_agents.values()]
     threads = [session_id, *(f"{session_id}_{name}" for name in sub_agents)]
     try:
         await server.checkpointers.delete_threads(auth.did, threads)
-        await server.storage.sessions.delete(auth.did, session_id)
+        await server.sessions.delete(auth.did, session_id)
     except Exception as exc:
         raise HTTPError(400, f"Failed to delete session: {type(exc).__name__}") from exc
     return JSONResponse({"message": "Session deleted successfully"})

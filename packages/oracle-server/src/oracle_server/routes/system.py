@@ -30,8 +30,8 @@ async def ready(request: Request) -> Response:
     server = server_of(request)
     body = {
         "status": "ready" if server.ready else "starting",
-        "matrix": "disabled",
-        "signingKey": server.runtime.ambient.ucan is not None,
+        "matrix": server.matrix_state,
+        "signingKey": server.signer is not None,
         "timestamp": timestamp(),
     }
     return JSONResponse(body, status_code=200 if server.ready else 503)

@@ -16,7 +16,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import math
@@ -25,17 +24,13 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Literal, TypeAlias
 
-from hypercorn.asyncio.run import worker_serve
-from hypercorn.config import Config
-from hypercorn.typing import ASGIFramework
-from hypercorn.utils import wrap_app
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from oracle_server.testing.loopback import LoopbackServer
 
 __all__ = ["ChatRequest", "OpenAIDouble", "Step", "ToolCalls"]
 
@@ -133,7 +128,7 @@ class _Reply:
         return "tool_calls" if self.calls else "stop"
 
 
-class OpenAIDouble:
+class OpenAIDouble(LoopbackServer):
     """A local OpenAI chat-completions server that replays a script.
 
     Each request takes the next step of the script; when the script is empty,
@@ -156,6 +151,8 @@ class OpenAIDouble:
         errors: The message of every error answer, in order.
         aborted_streams: Streams whose client went away before ``[DONE]``.
     """
+
+    name = "OpenAIDouble"
 
     def __init__(
         self,
@@ -180,18 +177,13 @@ class OpenAIDouble:
         self._last_step: Step | None = None
         self._on_exhausted = on_exhausted
         self._auto_reply = auto_reply
-        self._graceful_timeout = graceful_timeout
         self._call_count = 0
-        self._port: int | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = asyncio.Event()
-        self._started = asyncio.Event()
-        self.app = Starlette(
-            routes=[
+        super().__init__(
+            [
                 Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
                 Route("/v1/models", self._list_models, methods=["GET"]),
             ],
-            lifespan=self._lifespan,
+            graceful_timeout=graceful_timeout,
         )
 
     # -- script ---------------------------------------------------------------------
@@ -230,69 +222,6 @@ class OpenAIDouble:
         if self._port is None:
             raise RuntimeError("OpenAIDouble is not started: call `await double.start()`")
         return f"http://127.0.0.1:{self._port}/v1"
-
-    async def start(self) -> None:
-        """Serve on ``127.0.0.1`` on an ephemeral port, in the current event loop.
-
-        Raises:
-            RuntimeError: The double is already running.
-        """
-        if self._task is not None:
-            raise RuntimeError("OpenAIDouble is already started")
-        config = Config()
-        config.bind = ["127.0.0.1:0"]
-        config.graceful_timeout = self._graceful_timeout
-        config.accesslog = None
-        config.errorlog = _logger
-        sockets = config.create_sockets()
-        listener = sockets.insecure_sockets[0]
-        # Listening before Hypercorn starts its server makes the port usable as soon as
-        # start() returns: early connections wait in the backlog.
-        listener.listen(config.backlog)
-        self._port = int(listener.getsockname()[1])
-        self._stopping = asyncio.Event()
-        self._started = asyncio.Event()
-        # Starlette's ASGI signature is looser than Hypercorn's typed one; they agree at runtime.
-        app = wrap_app(cast(ASGIFramework, self.app), config.wsgi_max_body_size, "asgi")
-        self._task = asyncio.create_task(
-            worker_serve(app, config, sockets=sockets, shutdown_trigger=self._stopping.wait)
-        )
-        started = asyncio.create_task(self._started.wait())
-        await asyncio.wait({self._task, started}, return_when=asyncio.FIRST_COMPLETED)
-        if not self._started.is_set():
-            started.cancel()
-            listener.close()
-            task, self._task, self._port = self._task, None, None
-            await task  # raises the startup failure
-            raise RuntimeError("OpenAIDouble stopped while starting")
-
-    async def stop(self) -> None:
-        """Stop serving; open streams get ``graceful_timeout`` seconds, then are cut."""
-        task, self._task = self._task, None
-        if task is None:
-            return
-        self._stopping.set()
-        try:
-            await task
-        finally:
-            self._port = None
-
-    async def __aenter__(self) -> OpenAIDouble:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
-    @contextlib.asynccontextmanager
-    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        self._started.set()
-        yield
 
     # -- HTTP -----------------------------------------------------------------------
 
