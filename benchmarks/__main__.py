@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import asyncio
 
-from benchmarks import boot_time, first_turn_tokens, turn_overhead, ucan_validation
+from benchmarks import (
+    backup_delta,
+    boot_time,
+    first_turn_tokens,
+    history_growth,
+    matrix_restore,
+    server_throughput,
+    turn_overhead,
+    ucan_validation,
+)
 
 
 def main() -> None:
@@ -16,6 +25,14 @@ def main() -> None:
     print(turn_overhead.report(asyncio.run(turn_overhead.measure())))
     print()
     print(ucan_validation.report(asyncio.run(ucan_validation.measure())))
+    print()
+    print(backup_delta.report(asyncio.run(backup_delta.measure())))
+    print()
+    print(server_throughput.report(asyncio.run(server_throughput.measure())))
+    print()
+    print(history_growth.report(asyncio.run(history_growth.measure())))
+    print()
+    print(matrix_restore.report(asyncio.run(matrix_restore.measure())))
 
 
 if __name__ == "__main__":

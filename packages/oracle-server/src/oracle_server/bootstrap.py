@@ -370,6 +370,7 @@ async def create_oracle_app(
                 message=turn.message,
                 reply=turn.reply.text if turn.reply is not None else None,
                 home_server=turn.home_server,
+                client=turn.client,
             )
 
     runner = TurnRunner(
@@ -380,6 +381,8 @@ async def create_oracle_app(
         on_finished=touch,
         user_scope=user_dbs.use if user_dbs is not None else None,
     )
+    if matrix is not None:
+        matrix.start_turn = runner.start
     state = ServerState(
         runtime=runtime,
         settings=settings,

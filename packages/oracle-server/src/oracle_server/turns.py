@@ -103,6 +103,7 @@ class ActiveTurn:
     abort_signal: AbortSignal
     message: str = ""
     home_server: str | None = None
+    client: str = "portal"
     task: asyncio.Task[None] | None = None
     status: str = "running"
     reply: AIMessage | None = None
@@ -207,6 +208,7 @@ class TurnRunner:
             abort_signal=AbortSignal(),
             message=turn_input.message,
             home_server=turn_input.auth.home_server,
+            client=turn_input.client,
         )
         self.active[turn.session_id] = turn
         self.events.streams[turn.request_id] = turn.stream

@@ -106,8 +106,11 @@ async def test_conversation_is_logged_to_the_users_encrypted_room(
             return answer.room_id if isinstance(answer, nio.RoomResolveAliasResponse) else None
 
         room_id = await eventually(resolved)
-        joined = await reader.join(room_id)
-        assert isinstance(joined, nio.JoinResponse), joined
+
+        async def joined() -> bool:  # once the invite, sent after the room exists, is there
+            return isinstance(await reader.join(room_id), nio.JoinResponse)
+
+        await eventually(joined)
 
         async def logged() -> list[dict[str, Any]] | None:
             texts = await decrypted_texts(reader, room_id)
@@ -130,3 +133,67 @@ async def test_conversation_is_logged_to_the_users_encrypted_room(
 
     # Encrypted on the homeserver: the secret is nowhere in its database or media.
     assert secret.encode() not in synapse.stored_bytes()
+
+
+async def test_a_message_in_the_users_room_runs_a_turn_answered_in_its_thread(
+    synapse: Synapse,
+    account: OracleAccount,
+    llm: OpenAIDouble,
+    blocksync: BlocksyncDouble,
+    tmp_path: Path,
+) -> None:
+    user = blocksync.add_user(Ed25519Signer.generate())
+    env = node_env(synapse, account, tmp_path / "node", llm=llm, blocksync=blocksync)
+    async with (
+        matrix_user(synapse, user.did(), tmp_path / "user-store") as client,
+        oracle_node(env) as (app, base_url),
+        httpx.AsyncClient(base_url=base_url, headers=user_headers(user), timeout=30) as http,
+    ):
+        # The user's client creates the room under the alias and invites the oracle (SRV-67).
+        created = await client.room_create(
+            alias=user_room_alias(user.did(), ENTITY_DID, synapse.server_name)[1:].split(":")[0],
+            invite=[account.bot.user_id],
+            initial_state=[
+                {
+                    "type": "m.room.encryption",
+                    "state_key": "",
+                    "content": {"algorithm": "m.megolm.v1.aes-sha2"},
+                }
+            ],
+        )
+        assert isinstance(created, nio.RoomCreateResponse), created
+        room_id = created.room_id
+        matrix = app.state.matrix
+
+        async def oracle_joined() -> bool:
+            return bool(
+                await matrix.client.is_member(room_id, account.bot.user_id)
+                and room_id in matrix.client.nio.rooms
+            )
+
+        await eventually(oracle_joined)
+        await client.sync(timeout=0)
+        sent = await client.room_send(
+            room_id,
+            "m.room.message",
+            {"msgtype": "m.text", "body": "ping over matrix"},
+            ignore_unverified_devices=True,
+        )
+        assert isinstance(sent, nio.RoomSendResponse), sent
+
+        async def answered() -> dict[str, Any] | None:
+            for message in await decrypted_texts(client, room_id):
+                if message.get("ixo.role") == "assistant":
+                    return message
+            return None
+
+        reply = await eventually(answered)
+        assert reply["body"] == "Echo: ping over matrix"
+        assert reply["m.relates_to"]["event_id"] == sent.event_id
+        # The thread is the session, and the user sees it over HTTP too.
+        listed = (await http.get("/sessions")).json()["sessions"]
+        assert [s["sessionId"] for s in listed] == [sent.event_id]
+        # The user's own message was not posted again by the chat log.
+        await app.state.matrix.flush()
+        bodies = [m["body"] for m in await decrypted_texts(client, room_id)]
+        assert bodies.count("ping over matrix") == 1

@@ -119,7 +119,8 @@ class CheckpointBackup:
 
     # --- keys and paths --------------------------------------------------------------
 
-    def _key(self, storage_key: str) -> bytes:
+    def key_for(self, storage_key: str) -> bytes:
+        """The sealing key of a storage key (from the oracle's signing key)."""
         secret = self._secret()
         if secret is None:
             raise StorageUnavailableError("the oracle's signing key is not loaded yet")
@@ -217,7 +218,7 @@ class CheckpointBackup:
             snapshot.restore,
             blobs,
             dest,
-            key=self._key(storage_key),
+            key=self.key_for(storage_key),
             storage_key=storage_key,
             expected_sha256=str(pointer["sha256"]),
             index_path=self.index_path(dest),
@@ -293,7 +294,7 @@ class CheckpointBackup:
         if not path.exists():
             return False
         storage_key = self.databases.storage_key(user_did)
-        key = self._key(storage_key)
+        key = self.key_for(storage_key)
         index_path = self.index_path(path)
         try:
             prepared = await asyncio.to_thread(

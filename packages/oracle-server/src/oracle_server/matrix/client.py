@@ -121,6 +121,7 @@ class MatrixClient:
         self._synced = asyncio.Event()
         self._sync_seen = asyncio.Condition()
         self._closed = False
+        self._handlers: set[asyncio.Task[None]] = set()
         self.on_room_message: Callable[[nio.MatrixRoom, nio.Event], Awaitable[None]] | None = None
 
     @property
@@ -238,11 +239,20 @@ class MatrixClient:
                 await _call("join", self.nio.join(room.room_id))
 
     async def _on_message(self, room: nio.MatrixRoom, event: nio.Event) -> None:
+        # The handler may run a whole turn: never hold the sync loop while it does.
         if self.on_room_message is not None:
-            try:
-                await self.on_room_message(room, event)
-            except Exception:
-                logger.exception("matrix.message_handler_failed")
+            task = asyncio.get_running_loop().create_task(self._handle(room, event))
+            self._handlers.add(task)
+            task.add_done_callback(self._handlers.discard)
+
+    async def _handle(self, room: nio.MatrixRoom, event: nio.Event) -> None:
+        assert self.on_room_message is not None
+        try:
+            await self.on_room_message(room, event)
+        except Exception as exc:
+            logger.warning(
+                "matrix.message_handler_failed: %s", getattr(exc, "code", type(exc).__name__)
+            )
 
     async def wait_for_room(self, room_id: str, timeout: float = 30.0) -> nio.MatrixRoom:  # noqa: ASYNC109
         """The room once a sync has shown it to the client (after a create or a join).
@@ -282,10 +292,10 @@ class MatrixClient:
         """Stop the sync loop and close the HTTP session and the crypto store."""
         self._closed = True
         self.nio.stop_sync_forever()
-        if self._sync_task is not None:
-            self._sync_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._sync_task
+        tasks = [*self._handlers, *([self._sync_task] if self._sync_task else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self.nio.close()
         store = self.nio.store
         database = getattr(store, "database", None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +20,7 @@ from oracle_server.matrix.backup import CheckpointBackup
 from oracle_server.matrix.chatlog import ChatLog
 from oracle_server.matrix.client import MatrixClient, MatrixError
 from oracle_server.matrix.rooms import UserRooms, matrix_user_id
+from oracle_server.matrix.transport import MatrixTransport
 from oracle_server.matrix.values import (
     MNEMONIC_STATE_KEY,
     SECURE_STATE_TYPE,
@@ -32,6 +33,7 @@ from oracle_server.persistence import (
     UserDatabases,
 )
 from oracle_server.settings import ServerSettings
+from oracle_server.turns import ActiveTurn, TurnInput
 from oracle_ucan import Ed25519Signer
 
 __all__ = ["MatrixLayer", "MatrixStatus", "NioMatrixService"]
@@ -59,6 +61,8 @@ class MatrixLayer:
         on_signer: Receives the signing key once loaded.
         on_status: Receives each status change.
         on_error: Receives ``(exc, "matrix-init")`` for each failed start.
+        start_turn: Starts a turn for a user's message in their room (SRV-69); set
+            later with :attr:`start_turn` when the turn runner is built after the layer.
     """
 
     def __init__(
@@ -73,6 +77,7 @@ class MatrixLayer:
         on_signer: Callable[[Ed25519Signer], None],
         on_status: Callable[[PluginStatusChangeEvent], None],
         on_error: Callable[[BaseException, str], None],
+        start_turn: Callable[[TurnInput], Awaitable[ActiveTurn]] | None = None,
     ) -> None:
         self.settings = settings
         self.oracle_name = oracle_name
@@ -83,6 +88,7 @@ class MatrixLayer:
         self._on_signer = on_signer
         self._on_status = on_status
         self._on_error = on_error
+        self.start_turn = start_turn
         self.state: MatrixStatus = "pending"
         self.client: MatrixClient | None = None
         self.rooms: UserRooms | None = None
@@ -149,6 +155,15 @@ class MatrixLayer:
         )
         self.rooms = rooms
         self.chatlog = ChatLog(client, rooms, self.sessions)
+        if self.start_turn is not None:
+            transport = MatrixTransport(
+                client,
+                rooms,
+                self.sessions,
+                self.start_turn,
+                (self.oracle_name, str(settings.oracle_did or ""), settings.oracle_entity_did),
+            )
+            client.on_room_message = transport.on_message
         if self.user_dbs is not None and settings.matrix_checkpoint_sync:
             backup = CheckpointBackup(
                 client,
@@ -247,12 +262,18 @@ class MatrixLayer:
         message: str,
         reply: str | None,
         home_server: str | None,
+        client: str = "portal",
     ) -> None:
-        """Log the turn to the user's room (unless disabled) and schedule its backup."""
+        """Log the turn to the user's room (unless disabled) and schedule its backup.
+
+        Turns that came from Matrix are not logged: their messages are in the room.
+        """
         if self.backup is not None:
             self.backup.schedule(user_did)
         chatlog = self.chatlog
         if chatlog is None or self.settings.skip_logging_chat_history_to_matrix:
+            return
+        if client == "matrix":
             return
 
         async def log() -> None:

@@ -1,0 +1,228 @@
+"""History growth: turn latency at 500 messages of history against 4, and checkpoint bytes.
+
+One user's thread is grown by real turns through ``runtime.run_turn`` (each turn is a
+question, a tool call, the tool's result and an answer: four messages) against the
+OpenAI-compatible model double, with the server's per-user SQLite checkpointer. Along the
+way, the bytes every turn adds to the user's ``checkpoints`` and ``writes`` tables are
+summed (blob lengths, so SQLite page slack and the WAL do not blur them).
+
+For latency, the thread's latest checkpoint at 4 and at 500 messages is copied with the
+saver's own ``aput`` into fresh threads (an exact copy of what real turns wrote), and one
+turn is timed on each copy: in-process through ``run_turn`` and over HTTP (SSE to
+``done``), one turn at a time, alternating sizes so that drift hits both. The short
+history is 4 messages rather than 5 because a settled thread holds whole turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks.server_throughput import (
+    ANSWER,
+    QUESTION,
+    create_app,
+    new_session,
+    sse_turn,
+    tool_then_answer,
+)
+from oracle_core import SessionInfo, TurnRequest, UserInfo
+from oracle_server import OracleApp
+from oracle_server.testing import OpenAIDouble, auth_headers, serving
+from oracle_ucan import Ed25519Signer
+
+SHORT = 4
+LONG = 500
+MESSAGES_PER_TURN = 4
+SAMPLES = 20
+BYTES_AT = (8, 100, 300, 500)
+SOURCE = "history-source"
+
+
+async def table_bytes(saver: Any, thread_id: str) -> tuple[int, int, int]:
+    """Checkpoint rows, their blob bytes, and pending-write blob bytes of ``thread_id``."""
+    checkpoints = (
+        "SELECT COUNT(*), COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0)"
+        " FROM checkpoints WHERE thread_id = ?"
+    )
+    writes = "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes WHERE thread_id = ?"
+    async with saver.lock:
+        async with saver.conn.execute(checkpoints, (thread_id,)) as cursor:
+            rows, blob = await cursor.fetchone()
+        async with saver.conn.execute(writes, (thread_id,)) as cursor:
+            (written,) = await cursor.fetchone()
+    return int(rows), int(blob), int(written)
+
+
+async def copy_thread(saver: Any, source: str, target: str) -> None:
+    """Store ``source``'s latest checkpoint as ``target``'s, through the saver's ``aput``."""
+    found = await saver.aget_tuple({"configurable": {"thread_id": source}})
+    if found is None or found.pending_writes:
+        raise RuntimeError(f"thread {source} has no settled checkpoint to copy")
+    await saver.aput(
+        {"configurable": {"thread_id": target, "checkpoint_ns": ""}},
+        found.checkpoint,
+        found.metadata,
+        found.checkpoint["channel_versions"],
+    )
+
+
+async def local_turn(app: OracleApp, did: str, thread: str) -> None:
+    """One ``run_turn`` in ``thread``, checked."""
+    result = await app.runtime.run_turn(
+        TurnRequest(user=UserInfo(did=did), session=SessionInfo(id=thread), message=QUESTION)
+    )
+    if result["messages"][-1].text != ANSWER:
+        raise RuntimeError(f"turn in {thread} ended with {result['messages'][-1]!r}")
+
+
+async def grow(app: OracleApp, did: str, saver: Any) -> dict[str, Any]:
+    """Grow the source thread to ``LONG`` messages and beyond, one turn at a time.
+
+    Copies the thread at ``SHORT`` and ``LONG`` messages as the latency seeds and records
+    what each turn adds to the tables.
+    """
+    per_turn: dict[int, dict[str, int]] = {}
+    last = max(*BYTES_AT, LONG)
+    before = await table_bytes(saver, SOURCE)
+    for history in range(0, last + 1, MESSAGES_PER_TURN):
+        if history in (SHORT, LONG):
+            await copy_thread(saver, SOURCE, f"seed-{history}")
+        await local_turn(app, did, SOURCE)
+        after = await table_bytes(saver, SOURCE)
+        per_turn[history] = {
+            "rows": after[0] - before[0],
+            "checkpoint_bytes": after[1] - before[1],
+            "write_bytes": after[2] - before[2],
+        }
+        before = after
+    found = await saver.aget_tuple({"configurable": {"thread_id": f"seed-{LONG}"}})
+    messages = found.checkpoint["channel_values"]["messages"]
+    return {
+        "per_turn": per_turn,
+        "message_list_bytes": len(saver.serde.dumps_typed(messages)[1]),
+        "messages": len(messages),
+    }
+
+
+async def time_turns(
+    app: OracleApp, client: httpx.AsyncClient, user: Ed25519Signer, saver: Any
+) -> dict[str, dict[int, list[float]]]:
+    """Latency of one turn on fresh copies of each seed, in-process and over HTTP."""
+    did = user.did()
+    headers = auth_headers(user, app.state.oracle_did)
+    samples: dict[str, dict[int, list[float]]] = {"local": {}, "http": {}}
+    for _ in range(SAMPLES):
+        for history in (SHORT, LONG):
+            thread = f"copy-{uuid.uuid4()}"
+            await copy_thread(saver, f"seed-{history}", thread)
+            start = time.perf_counter()
+            await local_turn(app, did, thread)
+            samples["local"].setdefault(history, []).append(time.perf_counter() - start)
+
+            session_id = await new_session(client, headers)
+            await copy_thread(saver, f"seed-{history}", session_id)
+            start = time.perf_counter()
+            await sse_turn(client, headers, session_id)
+            samples["http"].setdefault(history, []).append(time.perf_counter() - start)
+    return samples
+
+
+def file_bytes(path: Path) -> int:
+    """Size of a SQLite file and its WAL."""
+    wal = path.with_name(path.name + "-wal")
+    return sum(p.stat().st_size for p in (path, wal) if p.exists())
+
+
+def slope(points: dict[int, int]) -> float:
+    """Least-squares slope of ``points`` (bytes per message of history)."""
+    xs, ys = list(points), list(points.values())
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    num = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
+    return num / sum((x - mean_x) ** 2 for x in xs)
+
+
+async def measure() -> dict[str, Any]:
+    """Grow the thread, then time turns on copies of it at both sizes."""
+    user = Ed25519Signer.generate()
+    async with OpenAIDouble(auto_reply=tool_then_answer) as double:
+        with tempfile.TemporaryDirectory() as tmp:
+            app = await create_app(double, tmp)
+            async with serving(app) as base_url, httpx.AsyncClient(base_url=base_url) as client:
+                saver = await app.state.checkpointers(user.did())
+                # Warm-up: the user's file, the compiled agent, connections and auth caches.
+                await local_turn(app, user.did(), "warm-up")
+                headers = auth_headers(user, app.state.oracle_did)
+                await sse_turn(client, headers, await new_session(client, headers))
+                growth = await grow(app, user.did(), saver)
+                path = app.state.checkpointers.path_for(user.did())
+                growth["file_bytes"] = file_bytes(path)
+                samples = await time_turns(app, client, user, saver)
+    per_turn = growth["per_turn"]
+    latency = {
+        path: {size: statistics.median(times) * 1000 for size, times in sizes.items()}
+        for path, sizes in samples.items()
+    }
+    return {
+        "samples": SAMPLES,
+        "short": SHORT,
+        "long": LONG,
+        "latency_ms": latency,
+        "ratio_local": latency["local"][LONG] / latency["local"][SHORT],
+        "ratio_http": latency["http"][LONG] / latency["http"][SHORT],
+        "bytes_at": {h: per_turn[h] for h in BYTES_AT},
+        "bytes_per_history_message": slope(
+            {h: t["checkpoint_bytes"] + t["write_bytes"] for h, t in per_turn.items()}
+        ),
+        "turns_grown": len(per_turn),
+        "total_checkpoint_bytes": sum(t["checkpoint_bytes"] for t in per_turn.values()),
+        "file_bytes": growth["file_bytes"],
+        "message_list_bytes": growth["message_list_bytes"],
+        "messages": growth["messages"],
+    }
+
+
+def report(result: dict[str, Any]) -> str:
+    """Human-readable figures."""
+    short, long = result["short"], result["long"]
+    local, remote = result["latency_ms"]["local"], result["latency_ms"]["http"]
+    at = result["bytes_at"]
+    first, last = at[min(at)], at[max(at)]
+    growth = (last["checkpoint_bytes"] + last["write_bytes"]) / (
+        first["checkpoint_bytes"] + first["write_bytes"]
+    )
+    rows = "\n".join(
+        f"    {history:>4} messages: {t['checkpoint_bytes'] + t['write_bytes']:>9,} B/turn "
+        f"({t['rows']} checkpoints {t['checkpoint_bytes']:>9,} B, writes {t['write_bytes']:>6,} B)"
+        for history, t in at.items()
+    )
+    return "\n".join(
+        [
+            "History growth (one session, turns of 4 messages: question, tool call, result,",
+            f"  answer; latency: median of {result['samples']} turns on copies of a grown thread)",
+            f"  run_turn:   {short:>3} messages {local[short]:6.1f} ms, {long} messages "
+            f"{local[long]:6.1f} ms = {result['ratio_local']:.2f}x; target <= 1.5x",
+            f"  HTTP + SSE: {short:>3} messages {remote[short]:6.1f} ms, {long} messages "
+            f"{remote[long]:6.1f} ms = {result['ratio_http']:.2f}x",
+            "  checkpoint bytes added per turn (SQLite blobs), by history before the turn:",
+            rows,
+            f"  {growth:.0f}x from {min(at)} to {max(at)} messages (target: flat): "
+            f"+{result['bytes_per_history_message']:,.0f} B a turn per message of history",
+            "  why: AsyncSqliteSaver.aput stores the whole checkpoint, message list included",
+            f"  ({result['message_list_bytes']:,} B at {result['messages']} messages), "
+            f"once per superstep ({last['rows']} a turn)",
+            f"  after {result['turns_grown']} turns: {result['total_checkpoint_bytes']:,} B "
+            f"of checkpoint blobs, {result['file_bytes']:,} B on disk (file + WAL)",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    print(report(asyncio.run(measure())))

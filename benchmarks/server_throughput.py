@@ -1,0 +1,418 @@
+"""Server throughput: 50 concurrent SSE sessions against in-process ``run_turn``.
+
+Fifty users each own one session and run turns back to back over HTTP (``stream: true``,
+read to the ``done`` frame), all fifty at once. Every turn is one tool call of a small
+plugin and a text answer, scripted by the OpenAI-compatible model double's ``auto_reply``
+over real HTTP on loopback. The baseline runs the same turns through the app's own
+``runtime.run_turn`` with the same double and the same 50-way concurrency, in the same run.
+
+Everything shares one process and one event loop: the load generator (httpx), the server
+(Hypercorn, the pipeline, the turn runner) and the model double. Only the per-user SQLite
+work runs on other threads (aiosqlite). The HTTP side therefore also pays for its client.
+Both sides start from fresh sessions so that every timed turn sees the same history.
+Last, each layer runs on its own, one turn at a time (``run_turn``; ``astream`` as the
+runner streams; ``TurnRunner`` without HTTP; HTTP), to show where the extra time goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict
+
+from oracle_core import (
+    OraclePlugin,
+    PluginContext,
+    PluginTool,
+    RuntimeContext,
+    SessionInfo,
+    TurnRequest,
+    UserInfo,
+    plugin_tool,
+)
+from oracle_server import OracleApp, create_oracle_app
+from oracle_server.auth import AuthData
+from oracle_server.testing import (
+    ChatRequest,
+    OpenAIDouble,
+    PersistentSseParser,
+    Step,
+    ToolCalls,
+    auth_headers,
+    serving,
+)
+from oracle_server.turns import TurnInput
+from oracle_ucan import Ed25519Signer
+
+SESSIONS = 50
+TURNS = 3
+ROUNDS = 4
+WARMUP = 1
+ALONE_SESSIONS = 5
+QUESTION = "What time is it in Paris?"
+ANSWER = "It is noon in Paris."
+
+TurnFn = Callable[[int], Awaitable[None]]
+
+
+class CityArgs(BaseModel):
+    """Arguments of ``city_time``."""
+
+    model_config = ConfigDict(extra="forbid")
+    city: str
+
+
+class ClockPlugin(OraclePlugin):
+    """One always-visible tool that answers at once."""
+
+    name = "clock"
+    version = "1.0.0"
+    manifest = {
+        "title": "Clock",
+        "summary": "Tell the time in a city.",
+        "when_to_use": ["The user asks what time it is somewhere"],
+        "visibility": "always",
+    }
+
+    def get_tools(self, ctx: PluginContext[Any]) -> list[PluginTool]:
+        """``city_time``."""
+
+        @plugin_tool(name="city_time", description="Time in a city.", args_schema=CityArgs)
+        def city_time(args: CityArgs, rt_ctx: RuntimeContext[Any]) -> str:
+            return f"12:00 in {args.city}"
+
+        return [city_time]
+
+
+def tool_then_answer(request: ChatRequest) -> Step:
+    """A tool call on the first model call of a turn, the answer after the tool result."""
+    if request.messages and request.messages[-1].get("role") == "tool":
+        return ANSWER
+    return ToolCalls([("city_time", {"city": "Paris"})])
+
+
+async def create_app(double: OpenAIDouble, data_dir: str) -> OracleApp:
+    """An oracle with the clock plugin whose model is ``double``."""
+    return await create_oracle_app(
+        {"name": "Benchmark Oracle"},
+        plugins=[ClockPlugin()],
+        env={
+            "ORACLE_BACKEND": "local",
+            "SQLITE_DATABASE_PATH": data_dir,
+            "THROTTLE_LIMIT": "100000",
+            **double.env(),
+        },
+        discover_entry_points=False,
+        skip_graceful_shutdown=True,
+    )
+
+
+def percentile(samples: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile of ``samples`` (seconds), in milliseconds."""
+    ordered = sorted(samples)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1] * 1000
+
+
+@dataclass
+class Run:
+    """Turns of one or more timed runs: latencies, wall time and process CPU time."""
+
+    latencies: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+    def add(self, other: Run) -> None:
+        """Pool ``other`` into this one."""
+        self.latencies += other.latencies
+        self.seconds += other.seconds
+        self.cpu_seconds += other.cpu_seconds
+
+    @property
+    def turns_per_s(self) -> float:
+        """Turns finished per second of wall time."""
+        return len(self.latencies) / self.seconds
+
+    def figures(self) -> dict[str, float]:
+        """Rate, CPU per turn and latency percentiles."""
+        return {
+            "turns": len(self.latencies),
+            "turns_per_s": self.turns_per_s,
+            "cpu_ms_per_turn": self.cpu_seconds / len(self.latencies) * 1000,
+            "p50_ms": percentile(self.latencies, 0.50),
+            "p90_ms": percentile(self.latencies, 0.90),
+            "p99_ms": percentile(self.latencies, 0.99),
+        }
+
+
+async def run_sessions(turns: Sequence[TurnFn], count: int) -> Run:
+    """Run ``count`` turns in each session, the sessions concurrently."""
+    run = Run()
+
+    async def session(turn: TurnFn) -> None:
+        for index in range(count):
+            start = time.perf_counter()
+            await turn(index)
+            run.latencies.append(time.perf_counter() - start)
+
+    # process_time counts every thread, so SQLite work on aiosqlite threads is included.
+    cpu, start = time.process_time(), time.perf_counter()
+    async with asyncio.TaskGroup() as group:
+        for turn in turns:
+            group.create_task(session(turn))
+    run.seconds = time.perf_counter() - start
+    run.cpu_seconds = time.process_time() - cpu
+    return run
+
+
+class ErrorCount(logging.Handler):
+    """Counts error records of the server's loggers (post-turn bookkeeping failures)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: Counter[str] = Counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Count ``record`` by message and exception type."""
+        kind = type(record.exc_info[1]).__name__ if record.exc_info else ""
+        self.messages[f"{record.getMessage()} ({kind})" if kind else record.getMessage()] += 1
+
+
+def in_process_turn(app: OracleApp, did: str) -> TurnFn:
+    """Turns on a fresh thread of ``did`` through ``runtime.run_turn`` (the baseline)."""
+    thread = f"bench-{uuid.uuid4()}"
+
+    async def turn(index: int) -> None:
+        result = await app.runtime.run_turn(
+            TurnRequest(user=UserInfo(did=did), session=SessionInfo(id=thread), message=QUESTION)
+        )
+        if result["messages"][-1].text != ANSWER:
+            raise RuntimeError(f"in-process turn {index} ended with {result['messages'][-1]!r}")
+
+    return turn
+
+
+def streamed_turn(app: OracleApp, did: str) -> TurnFn:
+    """Turns on a fresh thread streamed as ``TurnRunner`` streams them, without the runner."""
+    thread = f"bench-{uuid.uuid4()}"
+
+    async def turn(index: int) -> None:
+        built = await app.runtime.build_agent(
+            TurnRequest(user=UserInfo(did=did), session=SessionInfo(id=thread), message=QUESTION)
+        )
+        async for _ in built.agent.astream(
+            built.input,
+            config=built.config,
+            context=built.context,
+            stream_mode=["messages", "updates"],
+        ):
+            pass
+
+    return turn
+
+
+def runner_turn(app: OracleApp, did: str) -> TurnFn:
+    """Turns on a fresh session through the server's ``TurnRunner``, frames drained, no HTTP."""
+    session_id = str(uuid.uuid4())
+
+    async def turn(index: int) -> None:
+        started = await app.state.runner.start(
+            TurnInput(
+                auth=AuthData(did),
+                session_id=session_id,
+                message=QUESTION,
+                request_id=str(uuid.uuid4()),
+            )
+        )
+        async for _ in started.stream.frames():
+            pass
+        if started.status != "finished":
+            raise RuntimeError(f"runner turn {index} ended with {started.status}")
+
+    return turn
+
+
+async def new_session(client: httpx.AsyncClient, headers: dict[str, str]) -> str:
+    """``POST /sessions`` for the user of ``headers``; the new session's id."""
+    created = await client.post("/sessions", headers=headers)
+    created.raise_for_status()
+    session_id: str = created.json()["sessionId"]
+    return session_id
+
+
+async def sse_turn(client: httpx.AsyncClient, headers: dict[str, str], session_id: str) -> None:
+    """One streamed turn in ``session_id``, read to its ``done`` frame.
+
+    Raises:
+        RuntimeError: the turn did not finish.
+    """
+    parser = PersistentSseParser()
+    status = None
+    body = {"message": QUESTION, "stream": True}
+    async with client.stream(
+        "POST", f"/messages/{session_id}", headers=headers, json=body
+    ) as response:
+        async for chunk in response.aiter_text():
+            for event in parser.feed(chunk):
+                if event.event == "done":
+                    status = event.data["status"]
+            if status is not None:
+                break
+    if status != "finished":
+        raise RuntimeError(f"HTTP turn ended with {response.status_code} {status}")
+
+
+async def http_turn(client: httpx.AsyncClient, headers: dict[str, str]) -> TurnFn:
+    """Turns on a new session of the user of ``headers``, over SSE read to ``done``."""
+    session_id = await new_session(client, headers)
+
+    async def turn(index: int) -> None:
+        await sse_turn(client, headers, session_id)
+
+    return turn
+
+
+async def concurrent_rounds(
+    app: OracleApp, client: httpx.AsyncClient, users: Sequence[Ed25519Signer], turns: int
+) -> tuple[Run, Run, list[float]]:
+    """In-process and HTTP runs of all sessions at once, alternating; pooled, with ratios."""
+    headers = [auth_headers(user, app.state.oracle_did) for user in users]
+
+    async def local() -> Run:
+        return await run_sessions([in_process_turn(app, user.did()) for user in users], turns)
+
+    async def remote() -> Run:
+        return await run_sessions([await http_turn(client, h) for h in headers], turns)
+
+    in_process, over_http, ratios = Run(), Run(), []
+    for index in range(ROUNDS):
+        # Fresh sessions each round: every timed turn sees the same history. The order
+        # alternates so that drift on a shared machine hits both sides.
+        if index % 2 == 0:
+            first = await local()
+            second = await remote()
+        else:
+            second = await remote()
+            first = await local()
+        ratios.append(second.turns_per_s / first.turns_per_s)
+        in_process.add(first)
+        over_http.add(second)
+    return in_process, over_http, ratios
+
+
+async def one_at_a_time(
+    app: OracleApp, client: httpx.AsyncClient, user: Ed25519Signer
+) -> dict[str, Run]:
+    """Each layer on its own, one turn at a time: where the HTTP path's extra time goes."""
+    headers = auth_headers(user, app.state.oracle_did)
+    did = user.did()
+    runs = {name: Run() for name in ("run_turn", "astream", "runner", "http")}
+    # The first pass is a warm-up: it also absorbs what the concurrent rounds left behind
+    # (connections closing, garbage), which would otherwise count against the first layer.
+    for index in range(ALONE_SESSIONS + 1):
+        fresh = {
+            "run_turn": in_process_turn(app, did),
+            "astream": streamed_turn(app, did),
+            "runner": runner_turn(app, did),
+            "http": await http_turn(client, headers),
+        }
+        for name, turn in fresh.items():
+            run = await run_sessions([turn], TURNS)
+            if index > 0:
+                runs[name].add(run)
+    return runs
+
+
+async def measure(sessions: int = SESSIONS, turns: int = TURNS) -> dict[str, Any]:
+    """Warm every path, then the concurrent rounds, then the layers one turn at a time."""
+    users = [Ed25519Signer.generate() for _ in range(sessions)]
+    limits = httpx.Limits(max_connections=sessions + 10, max_keepalive_connections=sessions + 10)
+    errors = ErrorCount()
+    server_logger = logging.getLogger("oracle")
+    server_logger.addHandler(errors)
+    try:
+        async with OpenAIDouble(auto_reply=tool_then_answer) as double:
+            with tempfile.TemporaryDirectory() as tmp:
+                app = await create_app(double, tmp)
+                async with (
+                    serving(app) as base_url,
+                    httpx.AsyncClient(base_url=base_url, limits=limits, timeout=120) as client,
+                ):
+                    # Opens every user's checkpoint file, the auth caches and connections.
+                    headers = [auth_headers(user, app.state.oracle_did) for user in users]
+                    await run_sessions([in_process_turn(app, u.did()) for u in users], WARMUP)
+                    await run_sessions([await http_turn(client, h) for h in headers], WARMUP)
+                    local, remote, ratios = await concurrent_rounds(app, client, users, turns)
+                    alone = await one_at_a_time(app, client, users[0])
+    finally:
+        server_logger.removeHandler(errors)
+    return {
+        "sessions": sessions,
+        "turns_per_session": turns,
+        "rounds": ROUNDS,
+        "in_process": local.figures(),
+        "http": remote.figures(),
+        "ratio": remote.turns_per_s / local.turns_per_s,
+        "round_ratios": ratios,
+        "alone": {name: run.figures() for name, run in alone.items()},
+        "server_errors": dict(errors.messages),
+    }
+
+
+def report(result: dict[str, Any]) -> str:
+    """Human-readable figures."""
+    local, remote, alone = result["in_process"], result["http"], result["alone"]
+    sessions = result["sessions"]
+    ratios = result["round_ratios"]
+    # Sessions that send their next turn as soon as one ends keep `sessions` turns in
+    # flight, so the mean latency is sessions / rate (Little's law).
+    needed = sessions / 0.25
+
+    def row(label: str, run: dict[str, float]) -> str:
+        return (
+            f"  {label:<24} {run['turns_per_s']:7.1f} {run['cpu_ms_per_turn']:7.1f} ms "
+            f"{run['p50_ms']:6.0f} ms {run['p90_ms']:6.0f} ms {run['p99_ms']:6.0f} ms"
+        )
+
+    def layer(label: str, name: str) -> str:
+        run = alone[name]
+        return f"    {label:<38} {run['cpu_ms_per_turn']:5.1f} ms {run['p50_ms']:6.1f} ms"
+
+    errors = result["server_errors"]
+    logged = "; ".join(f"{n}x {m}" for m, n in errors.items()) if errors else "none"
+    return "\n".join(
+        [
+            f"Server throughput ({sessions} sessions, {result['rounds']} rounds x "
+            f"{result['turns_per_session']} turns each, one tool call + answer)",
+            "  load generator (httpx), server and model double share one process and event",
+            "  loop on 2 cores (SQLite on aiosqlite threads): the HTTP side pays for its client",
+            "                           turns/s CPU/turn      p50       p90       p99",
+            row(f"in-process run_turn x{sessions}", local),
+            row(f"HTTP + SSE x{sessions}", remote),
+            f"  ratio HTTP / in-process: {result['ratio']:.0%} "
+            f"(rounds {min(ratios):.0%}..{max(ratios):.0%}); target >= 50%",
+            f"  HTTP p99 {remote['p99_ms']:.0f} ms; target <= 250 ms, which {sessions} "
+            f"back-to-back sessions reach only at >= {needed:.0f} turns/s",
+            f"  one turn at a time ({alone['http']['turns']:.0f} turns per layer)"
+            "                 CPU/turn      p50",
+            layer("runtime.run_turn (ainvoke)", "run_turn"),
+            layer("+ streamed model calls (astream)", "astream"),
+            layer("+ TurnRunner (queue, frames, touch)", "runner"),
+            layer("+ HTTP/SSE server and httpx client", "http"),
+            f"  server errors logged: {logged}",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    print(report(asyncio.run(measure())))
