@@ -390,6 +390,17 @@ def test_decode_refuses_non_canonical_caveats_and_facts() -> None:
         Ucan.decode(reencode(SIMPLE_BLOCK, fct=[{"t": cbor2.CBORTag(1, 0)}]))
 
 
+@pytest.mark.parametrize("field", ["exp", "nbf"])
+@pytest.mark.parametrize("value", [1 << 64, -1], ids=["bignum", "negative"])
+def test_decode_refuses_times_outside_unsigned_64_bits(field: str, value: int) -> None:
+    # cbor2 writes 2**64 as a tag-2 bignum and reads it back as an int: the canonical
+    # round trip alone would let it through.
+    data = cbor2.loads(SIMPLE_BLOCK)
+    data[field] = value
+    with pytest.raises(InvalidFormat, match="unsigned 64-bit"):
+        Ucan.decode(cbor2.dumps(data, canonical=True))
+
+
 def test_decode_refuses_a_proof_link_with_bytes_after_the_cid() -> None:
     """Otherwise one signed UCAN would have many CIDs (and dodge a CID replay store)."""
     issued = issue(

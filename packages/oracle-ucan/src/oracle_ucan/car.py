@@ -41,6 +41,7 @@ _SINGLE_ROOT_HEADER_LEN = len(_HEADER_HEAD) + 36 + len(_HEADER_TAIL)
 
 
 def _header_roots(header: bytes) -> tuple[CID, ...]:
+    """The roots of a CARv1 header; the usual single-root header is read directly."""
     if (
         len(header) == _SINGLE_ROOT_HEADER_LEN
         and header.startswith(_HEADER_HEAD)

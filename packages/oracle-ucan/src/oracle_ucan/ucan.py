@@ -30,6 +30,7 @@ __all__ = ["UCAN_VERSION", "Signer", "Ucan", "issue"]
 
 UCAN_VERSION = "0.9.1"
 _VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+_UINT64_MAX = (1 << 64) - 1
 _REQUIRED_KEYS = frozenset({"v", "iss", "aud", "s", "att", "prf", "exp"})
 # Every allowed key set of a UCAN map, and its one canonical order.
 _TOP_LEVEL_ORDERS: dict[frozenset[str], tuple[str, ...]] = {
@@ -222,6 +223,12 @@ def _decode_block(raw: bytes, cid: CID | None) -> Ucan:
     exp, nbf, nnc = data["exp"], data.get("nbf"), data.get("nnc")
     if not (exp is None or type(exp) is int) or not (nbf is None or type(nbf) is int):
         raise InvalidFormat("exp and nbf must be integers (exp may be null)")
+    # cbor2 reads bignums (tags 2 and 3) as plain ints and writes them back the same
+    # way, so the round trip does not catch them: DAG-CBOR allows 64-bit integers only.
+    if (exp is not None and not 0 <= exp <= _UINT64_MAX) or (
+        nbf is not None and not 0 <= nbf <= _UINT64_MAX
+    ):
+        raise InvalidFormat("exp and nbf must be unsigned 64-bit integers")
     if nnc is not None and type(nnc) is not str:
         raise InvalidFormat("nnc must be text")
     facts: tuple[dict[str, Any], ...] = ()
@@ -264,13 +271,6 @@ def _capability_json(capability: Mapping[str, Any]) -> str:
     return (
         f'{{"can":{_json_str(capability["can"])}{nb_json},"with":{_json_str(capability["with"])}}}'
     )
-
-
-def _b64url(data: bytes) -> bytes:
-    """Unpadded base64url: ``base64.urlsafe_b64encode`` without its Python-level wrappers,
-    and with ``replace`` (a search for two rare bytes) rather than a per-byte ``translate``."""
-    encoded = binascii.b2a_base64(data, newline=False)
-    return encoded.replace(b"+", b"-").replace(b"/", b"_").rstrip(b"=")
 
 
 def signing_input(
@@ -318,7 +318,10 @@ def _signing_input(
         f'{{"att":[{att}],"aud":{_json_str(audience)},"exp":{exp}{fct},'
         f'"iss":{_json_str(issuer)}{nbf}{nnc},"prf":[{prf}]}}'
     )
-    return _encoded_header(version) + _b64url(payload.encode())
+    # base64url without padding: urlsafe_b64encode's work minus its Python wrappers, and
+    # replace (a search for two bytes) is cheaper than translate (a per-byte rewrite).
+    encoded = binascii.b2a_base64(payload.encode(), newline=False)
+    return _encoded_header(version) + encoded.replace(b"+", b"-").replace(b"/", b"_").rstrip(b"=")
 
 
 def issue(

@@ -166,9 +166,10 @@ class ChainVerifier:
             except UcanError as exc:
                 unsupported = exc.message
                 continue
+            # Ucan.verify_with, inlined: this runs for every UCAN of every cold token.
             if ucan.signature_code == EDDSA_SIGNATURE_CODE and verifier.verify(
                 ucan.signature, ucan.signing_input()
-            ):  # Ucan.verify_with, one call less
+            ):
                 self._verified[cid] = key
                 if key != issuer:
                     self._expiry[cid] = self._clock() + _RESOLVED_KEY_TTL
@@ -379,10 +380,11 @@ async def validate_delegation(
         delegation = _decode(token)
     except UcanError as exc:
         return ValidateResult.fail("INVALID_FORMAT", exc.message)
+    ucan = delegation.ucan
     try:
-        if delegation.audience != audience:
+        if ucan.audience != audience:
             raise _Refusal(
-                "UNAUTHORIZED", f"delegation is addressed to {delegation.audience}, not {audience}"
+                "UNAUTHORIZED", f"delegation is addressed to {ucan.audience}, not {audience}"
             )
         keys, chain, addressed = await _verify_dag(delegation, now, verifier)
         if not addressed:
@@ -396,11 +398,11 @@ async def validate_delegation(
     # construction half again as slow, and it runs on every validation.
     return ValidateResult(
         True,  # ok
-        delegation.issuer,  # invoker
+        ucan.issuer,  # invoker
         _first_capability(delegation),  # capability
         _earliest(chain),  # expiration
         _first_proof_issuers(delegation),  # proof_chain
-        delegation.ucan.facts,  # facts
+        ucan.facts,  # facts
         None,  # error
         delegation,
     )
@@ -408,7 +410,7 @@ async def validate_delegation(
 
 def _first_proof_issuers(delegation: Delegation) -> tuple[str, ...]:
     """Issuers along the first-proof path, from its root down to ``delegation``."""
-    issuers = [delegation.issuer]
+    issuers = [delegation.ucan.issuer]
     node = delegation
     while True:
         proofs = node.proofs()
@@ -418,7 +420,7 @@ def _first_proof_issuers(delegation: Delegation) -> tuple[str, ...]:
         if not isinstance(first, Delegation):
             break
         node = first
-        issuers.append(node.issuer)
+        issuers.append(node.ucan.issuer)
     issuers.reverse()
     return tuple(issuers)
 
