@@ -202,6 +202,22 @@ class MatrixAccessor(Protocol):
         """One event of the room, or ``None``."""
         ...
 
+    async def user_room_id(self) -> str | None:
+        """The room between this user and the oracle, or ``None`` when there is none."""
+        ...
+
+    async def get_state_event(
+        self, room_id: str, event_type: str, state_key: str = ""
+    ) -> dict[str, Any] | None:
+        """The content of one state event, or ``None`` when the room has none."""
+        ...
+
+    async def set_state_event(
+        self, room_id: str, event_type: str, content: Mapping[str, Any], state_key: str = ""
+    ) -> str:
+        """Set a state event; its event id."""
+        ...
+
 
 class MatrixService(Protocol):
     """Gives each user a Matrix accessor."""
@@ -225,6 +241,19 @@ class _UnavailableMatrix:
         raise self._fail()
 
     async def get_event_by_id(self, room_id: str, event_id: str) -> dict[str, Any] | None:
+        raise self._fail()
+
+    async def user_room_id(self) -> str | None:
+        raise self._fail()
+
+    async def get_state_event(
+        self, room_id: str, event_type: str, state_key: str = ""
+    ) -> dict[str, Any] | None:
+        raise self._fail()
+
+    async def set_state_event(
+        self, room_id: str, event_type: str, content: Mapping[str, Any], state_key: str = ""
+    ) -> str:
         raise self._fail()
 
 
@@ -282,8 +311,12 @@ class UcanAccessor(Protocol):
 
     async def mint_invocation(
         self, did: str, capability: str, *, can: str = "*", skip_cache: bool = False
-    ) -> str:
-        """Mint an invocation (base64 CAR) for service ``did``."""
+    ) -> str | None:
+        """Mint an invocation (base64 CAR) for service ``did``.
+
+        ``None`` when the user's delegation does not allow it (callers degrade);
+        ``NotConfiguredError`` when this backend cannot mint at all.
+        """
         ...
 
     async def resolve_service_did(self, url: str) -> str:
@@ -339,7 +372,7 @@ class _GrantingUcan:
 
     async def mint_invocation(
         self, did: str, capability: str, *, can: str = "*", skip_cache: bool = False
-    ) -> str:
+    ) -> str | None:
         if self.minter is None:
             raise self._not_configured()
         return await self.minter.mint_invocation(did, capability, can=can, skip_cache=skip_cache)

@@ -67,6 +67,7 @@ from oracle_server.settings import ServerSettings, load_settings
 from oracle_server.state import ServerState
 from oracle_server.turnlock import create_turn_locks
 from oracle_server.turns import ActiveTurn, ServerEventSink, TurnRunner
+from oracle_server.ucan_service import IxoUcanService
 from oracle_server.ws import SocketGateway
 from oracle_ucan import ChainVerifier, Ed25519Signer, default_resolver
 
@@ -313,13 +314,28 @@ async def create_oracle_app(
         )
     # --- end Matrix layer ---
 
+    async def reauth(user_did: str) -> None:
+        throttle = core_env[0].ucan_reauth_prompt_throttle_seconds if core_env else 21600
+        if matrix is None or not await storage.reauth.should_prompt(user_did, throttle):
+            return
+        await matrix.ask_to_reauthorise(user_did)
+
+    def current_signer() -> Ed25519Signer | None:
+        state = booted.get("state")
+        return signer if state is None else state.signer
+
     def services(core: CoreEnv) -> AmbientServices:
         core_env.append(core)
+        ucan: PermissiveUcanService | IxoUcanService = (
+            PermissiveUcanService()
+            if settings.is_local
+            else IxoUcanService(oracle_did=oracle_did, signer=current_signer, reauth=reauth)
+        )
         return AmbientServices(
             secrets=LocalSecretsService(),
             blob_store=storage.blobs,
             matrix=matrix.service() if matrix is not None else UnavailableMatrixService(),
-            ucan=PermissiveUcanService(),
+            ucan=ucan,
             events=events,
             llm=ProviderLLM(core),
         )
@@ -373,6 +389,12 @@ async def create_oracle_app(
                 client=turn.client,
             )
 
+    async def stored_delegation(user_did: str) -> str | None:
+        stored = await storage.delegations.get(user_did)
+        if stored is None or await storage.delegations.is_revoked(stored.cid):
+            return None
+        return stored.raw
+
     runner = TurnRunner(
         runtime,
         locks,
@@ -380,6 +402,7 @@ async def create_oracle_app(
         policy=settings.session_concurrency,
         on_finished=touch,
         user_scope=user_dbs.use if user_dbs is not None else None,
+        stored_delegation=stored_delegation,
     )
     if matrix is not None:
         matrix.start_turn = runner.start

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,6 +165,8 @@ class TurnRunner:
         policy: ``enqueue`` (wait for the running turn) or ``reject`` (409).
         on_finished: Called after a turn ends (session bookkeeping).
         user_scope: Held around each turn for its user (keeps the user's database open).
+        stored_delegation: The user's stored delegation (raw), adopted for the turn when
+            the request brought none (SRV-42).
     """
 
     def __init__(
@@ -176,6 +178,7 @@ class TurnRunner:
         policy: str = "enqueue",
         on_finished: Callable[[ActiveTurn], Any] | None = None,
         user_scope: Callable[[str], AbstractAsyncContextManager[Any]] | None = None,
+        stored_delegation: Callable[[str], Awaitable[str | None]] | None = None,
     ) -> None:
         self.runtime = runtime
         self.locks = locks
@@ -183,6 +186,7 @@ class TurnRunner:
         self.policy = policy
         self.on_finished = on_finished
         self.user_scope = user_scope
+        self.stored_delegation = stored_delegation
         self.active: dict[str, ActiveTurn] = {}
         self._accepting = True
 
@@ -298,9 +302,12 @@ class TurnRunner:
         self, turn: ActiveTurn, turn_input: TurnInput, base: Mapping[str, Any]
     ) -> None:
         auth = turn_input.auth
+        delegation = auth.delegation.raw if auth.delegation else None
+        if delegation is None and self.stored_delegation is not None:
+            delegation = await self.stored_delegation(auth.did)
         user = UserInfo(
             did=auth.did,
-            ucan_delegation=auth.delegation.raw if auth.delegation else None,
+            ucan_delegation=delegation,
             timezone=turn_input.timezone or auth.timezone,
         )
         session = SessionInfo(

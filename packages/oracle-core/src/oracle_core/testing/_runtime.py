@@ -52,26 +52,85 @@ _LOCAL_ENV = {"ORACLE_BACKEND": "local", "NODE_ENV": "test"}
 
 @dataclass
 class RecordingMatrixService:
-    """Matrix fake: records every call; posts return ``$event_<n>``."""
+    """Matrix fake: records every call; posts and state writes return ``$event_<n>``.
+
+    ``user_rooms`` maps a user DID to their room with the oracle; ``state_events`` holds
+    state contents by ``(room_id, event_type, state_key)``. It is not scoped: every user
+    sees every room.
+    """
 
     posts: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     room_state: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    user_rooms: dict[str, str] = field(default_factory=dict)
+    state_events: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    _events: int = field(default=0, init=False, repr=False)
 
-    def for_user(self, user: UserInfo) -> RecordingMatrixService:
-        return self
+    def for_user(self, user: UserInfo) -> _RecordingMatrixView:
+        return _RecordingMatrixView(self, user)
+
+    def _next_event(self) -> str:
+        self._events += 1
+        return f"$event_{self._events}"
 
     async def post_to_room(self, room_id: str, content: Mapping[str, Any]) -> str:
         self.posts.append((room_id, dict(content)))
-        return f"$event_{len(self.posts)}"
+        return self._next_event()
 
     async def get_room_state(self, room_id: str) -> list[dict[str, Any]]:
-        return list(self.room_state.get(room_id, []))
+        written = [
+            {"type": kind, "state_key": key, "content": dict(content)}
+            for (room, kind, key), content in self.state_events.items()
+            if room == room_id
+        ]
+        return [*self.room_state.get(room_id, []), *written]
 
     async def get_event_by_id(self, room_id: str, event_id: str) -> dict[str, Any] | None:
         for index, (room, content) in enumerate(self.posts, start=1):
             if room == room_id and event_id == f"$event_{index}":
                 return {"event_id": event_id, "room_id": room, "content": content}
         return None
+
+    async def get_state_event(
+        self, room_id: str, event_type: str, state_key: str = ""
+    ) -> dict[str, Any] | None:
+        content = self.state_events.get((room_id, event_type, state_key))
+        return None if content is None else dict(content)
+
+    async def set_state_event(
+        self, room_id: str, event_type: str, content: Mapping[str, Any], state_key: str = ""
+    ) -> str:
+        self.state_events[(room_id, event_type, state_key)] = dict(content)
+        return self._next_event()
+
+
+@dataclass
+class _RecordingMatrixView:
+    """One user's view of the recording fake: adds ``user_room_id``."""
+
+    service: RecordingMatrixService
+    user: UserInfo
+
+    async def post_to_room(self, room_id: str, content: Mapping[str, Any]) -> str:
+        return await self.service.post_to_room(room_id, content)
+
+    async def get_room_state(self, room_id: str) -> list[dict[str, Any]]:
+        return await self.service.get_room_state(room_id)
+
+    async def get_event_by_id(self, room_id: str, event_id: str) -> dict[str, Any] | None:
+        return await self.service.get_event_by_id(room_id, event_id)
+
+    async def user_room_id(self) -> str | None:
+        return self.service.user_rooms.get(self.user.did)
+
+    async def get_state_event(
+        self, room_id: str, event_type: str, state_key: str = ""
+    ) -> dict[str, Any] | None:
+        return await self.service.get_state_event(room_id, event_type, state_key)
+
+    async def set_state_event(
+        self, room_id: str, event_type: str, content: Mapping[str, Any], state_key: str = ""
+    ) -> str:
+        return await self.service.set_state_event(room_id, event_type, content, state_key)
 
 
 class _RoleModels:

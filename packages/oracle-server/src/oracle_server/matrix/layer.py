@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from oracle_core import PluginStatusChangeEvent, ServiceUnavailableError, UserInfo
 from oracle_server.matrix.backup import CheckpointBackup
-from oracle_server.matrix.chatlog import ChatLog
+from oracle_server.matrix.chatlog import ChatLog, message_content
 from oracle_server.matrix.client import MatrixClient, MatrixError
 from oracle_server.matrix.rooms import UserRooms, matrix_user_id
 from oracle_server.matrix.transport import MatrixTransport
@@ -95,6 +95,8 @@ class MatrixLayer:
         self.chatlog: ChatLog | None = None
         self.backup: CheckpointBackup | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Kept apart from `_tasks`: it never ends on its own, and `flush` waits for those.
+        self._recheck_task: asyncio.Task[None] | None = None
         self._init_task: asyncio.Task[None] | None = None
         self._closed = False
         if user_dbs is not None and settings.matrix_checkpoint_sync:
@@ -147,7 +149,9 @@ class MatrixLayer:
         if self.signer is None:
             await self._load_signer(client)
             if self.signer is None:
-                self._spawn(self._recheck_signer(client))
+                self._recheck_task = asyncio.get_running_loop().create_task(
+                    self._recheck_signer(client), name="matrix-signing-key-recheck"
+                )
         await client.first_sync()
         client.start_sync()
         rooms = UserRooms(
@@ -177,6 +181,11 @@ class MatrixLayer:
             self.backup = backup
 
     async def _discard_client(self) -> None:
+        recheck, self._recheck_task = self._recheck_task, None
+        if recheck is not None:
+            recheck.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await recheck
         client, self.client = self.client, None
         if client is not None:
             with contextlib.suppress(Exception):
@@ -292,6 +301,25 @@ class MatrixLayer:
 
         self._spawn(log())
 
+    async def ask_to_reauthorise(self, user_did: str) -> None:
+        """Post a re-authorisation request into the user's room (UCAN-32); the caller
+        throttles it. Nothing happens while Matrix is down or the user has no room."""
+        client, rooms = self.client, self.rooms
+        if client is None or rooms is None or self.state != "loaded":
+            return
+        try:
+            room_id = await rooms.find(user_did)
+            if room_id is None:
+                return
+            text = (
+                f"{self.oracle_name} can no longer act for you on other services: your "
+                "authorisation is missing or has expired. Please re-authorise this oracle "
+                "from your client."
+            )
+            await client.send(room_id, "m.room.message", message_content(text))
+        except MatrixError as exc:
+            logger.warning("matrix.reauth_prompt_failed: %s", exc.code)
+
     def service(self) -> NioMatrixService:
         """``RuntimeContext.matrix`` for plugins."""
         return NioMatrixService(self)
@@ -332,6 +360,22 @@ class _ScopedMatrix:
     async def get_event_by_id(self, room_id: str, event_id: str) -> dict[str, Any] | None:
         client = await self._check(room_id)
         return await client.get_event(room_id, event_id)
+
+    async def user_room_id(self) -> str | None:
+        _client, rooms = self._client()
+        return await rooms.find(self._user.did)
+
+    async def get_state_event(
+        self, room_id: str, event_type: str, state_key: str = ""
+    ) -> dict[str, Any] | None:
+        client = await self._check(room_id)
+        return await client.state_event(room_id, event_type, state_key)
+
+    async def set_state_event(
+        self, room_id: str, event_type: str, content: Mapping[str, Any], state_key: str = ""
+    ) -> str:
+        client = await self._check(room_id)
+        return await client.put_state(room_id, event_type, content, state_key)
 
 
 class NioMatrixService:
