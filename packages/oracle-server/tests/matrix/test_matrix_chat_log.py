@@ -9,6 +9,7 @@ plain text.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -197,3 +198,36 @@ async def test_a_message_in_the_users_room_runs_a_turn_answered_in_its_thread(
         await app.state.matrix.flush()
         bodies = [m["body"] for m in await decrypted_texts(client, room_id)]
         assert bodies.count("ping over matrix") == 1
+
+
+async def test_shared_mode_keeps_matrix_for_the_chat_log_only(
+    synapse: Synapse,
+    account: OracleAccount,
+    llm: OpenAIDouble,
+    blocksync: BlocksyncDouble,
+    tmp_path: Path,
+) -> None:
+    url = os.environ.get("ORACLE_TEST_DATABASE_URL")
+    if not url:
+        pytest.skip("set ORACLE_TEST_DATABASE_URL to run the PostgreSQL tests")
+    user = blocksync.add_user(Ed25519Signer.generate())
+    env = node_env(
+        synapse, account, tmp_path / "node", llm=llm, blocksync=blocksync, DATABASE_URL=url
+    )
+    async with (
+        matrix_user(synapse, user.did(), tmp_path / "user-store") as reader,
+        oracle_node(env) as (app, base_url),
+        httpx.AsyncClient(base_url=base_url, headers=user_headers(user), timeout=30) as http,
+    ):
+        assert app.state.storage.kind == "postgresql"
+        assert app.state.matrix.backup is None  # checkpoints live in PostgreSQL
+        session = (await http.post("/sessions")).json()["sessionId"]
+        assert (await http.post(f"/messages/{session}", json={"message": "shared"})).is_success
+        await app.state.matrix.flush()
+        alias = user_room_alias(user.did(), ENTITY_DID, synapse.server_name)
+        resolved = await reader.room_resolve_alias(alias)
+        assert isinstance(resolved, nio.RoomResolveAliasResponse), resolved
+        stored = await app.state.sessions.get(user.did(), session)
+        assert stored is not None
+        assert stored.room_id == resolved.room_id
+        assert stored.matrix_thread_id is not None
