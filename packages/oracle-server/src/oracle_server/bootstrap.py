@@ -27,6 +27,7 @@ from oracle_core import (
     LocalSecretsService,
     MainAgentHooks,
     OracleConfig,
+    OracleEvent,
     OraclePlugin,
     OracleRuntime,
     PermissiveUcanService,
@@ -62,9 +63,16 @@ from oracle_server.pipeline import (
     SubscriptionCheck,
 )
 from oracle_server.ratelimit import create_rate_limiter
-from oracle_server.routes import delegation_routes, message_routes, session_routes, system_routes
+from oracle_server.routes import (
+    delegation_routes,
+    history_routes,
+    message_routes,
+    session_routes,
+    system_routes,
+)
 from oracle_server.settings import ServerSettings, load_settings
 from oracle_server.state import ServerState
+from oracle_server.titles import UNTITLED, fallback_title, generate_title, has_title_model
 from oracle_server.turnlock import create_turn_locks
 from oracle_server.turns import ActiveTurn, ServerEventSink, TurnRunner
 from oracle_server.ucan_service import IxoUcanService
@@ -222,6 +230,7 @@ class OracleApp:
         matrix = state.matrix
         steps: list[Callable[[], Awaitable[Any]]] = [
             lambda: state.runner.drain(float(state.settings.shutdown_drain_seconds)),
+            state.finish_background,
             *([matrix.flush] if matrix is not None else []),
             state.checkpointers.aclose,
             state.storage.close,
@@ -377,8 +386,38 @@ async def create_oracle_app(
     locks = create_turn_locks(settings.redis_url)
     limiter = create_rate_limiter(settings.redis_url)
 
+    background: set[asyncio.Task[None]] = set()
+
+    async def title(turn: ActiveTurn) -> None:
+        record = await sessions.get(turn.user_did, turn.session_id)
+        if record is None or record.title not in (None, UNTITLED):
+            return
+        if not (core_env and has_title_model(core_env[0])):
+            await sessions.set_title(turn.user_did, turn.session_id, fallback_title(turn.message))
+            return
+
+        async def ask_the_model() -> None:
+            model = runtime.ambient.llm.get("session-title")
+            made = await generate_title(model, turn.message)
+            await sessions.set_title(turn.user_did, turn.session_id, made)
+            events.emit(
+                OracleEvent(
+                    "message_cache_invalidation",
+                    {"reason": "session_title"},
+                    session_id=turn.session_id,
+                    request_id=turn.request_id,
+                    user_did=turn.user_did,
+                )
+            )
+
+        task = asyncio.get_running_loop().create_task(ask_the_model())
+        background.add(task)
+        task.add_done_callback(background.discard)
+
     async def touch(turn: ActiveTurn) -> None:
         await sessions.touch(turn.user_did, turn.session_id, datetime.now(UTC))
+        if turn.status == "finished":
+            await title(turn)
         if matrix is not None and turn.status == "finished":
             matrix.after_turn(
                 user_did=turn.user_did,
@@ -420,6 +459,7 @@ async def create_oracle_app(
         limiter=limiter,
         signer=signer,
         matrix=matrix,
+        background=background,
     )
     booted["state"] = state
     exclusions = ExclusionMatcher(
@@ -440,6 +480,7 @@ async def create_oracle_app(
         routes=[
             *system_routes(),
             *session_routes(),
+            *history_routes(),
             *message_routes(),
             *delegation_routes(),
             *routes,

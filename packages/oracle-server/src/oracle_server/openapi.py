@@ -126,6 +126,14 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         attachment={"type": "object"},
     ),
     "MessageList": _object(["messages"], messages={"type": "array", "items": _ref("MessageDto")}),
+    "MessagePage": _object(
+        ["messages", "prevCursor", "nextCursor", "hasOlder", "hasNewer"],
+        messages={"type": "array", "items": _ref("MessageDto")},
+        prevCursor={"type": "string", "description": "Pass as `before` for older messages."},
+        nextCursor={"type": "string", "description": "Pass as `after` for newer messages."},
+        hasOlder={"type": "boolean"},
+        hasNewer={"type": "boolean"},
+    ),
     "MessageReply": _object(
         ["message", "sessionId"],
         message=_object(
@@ -280,6 +288,24 @@ _BUILTIN: dict[tuple[str, str], _Operation] = {
         "Messages of a session",
         "messages",
         {_OK: _json_response("The thread.", "MessageList"), "404": _error("Session not found.")},
+    ),
+    ("GET", "/sessions/{sessionId}/messages"): _Operation(
+        "Messages of a session, a page at a time (newest page without a cursor)",
+        "sessions",
+        {
+            _OK: _json_response("A page of the thread.", "MessagePage"),
+            "400": _error("Bad limit or cursor."),
+            "404": _error("Session not found."),
+        },
+        parameters=(
+            _query(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
+                "Page size.",
+            ),
+            _query("before", {"type": "string"}, "A `prevCursor`: the page before it."),
+            _query("after", {"type": "string"}, "A `nextCursor`: the page after it."),
+        ),
     ),
     ("POST", "/delegation"): _Operation(
         "Store the caller's delegation to the oracle",

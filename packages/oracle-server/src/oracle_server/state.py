@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -36,6 +37,12 @@ class ServerState:
     limiter: Any = None
     signer: Any = None
     matrix: Any = None
+    background: set[asyncio.Task[None]] = field(default_factory=set)
+
+    async def finish_background(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+        """Let post-turn work (session titles) finish, up to ``timeout`` seconds."""
+        if self.background:
+            await asyncio.wait(list(self.background), timeout=timeout)
 
     @property
     def ready(self) -> bool:
