@@ -51,6 +51,7 @@ from oracle_server.testing.matrix import (
     node_env,
     oracle_node,
     provision_oracle,
+    random_mnemonic,
     user_headers,
     wait_ready,
 )
@@ -251,7 +252,7 @@ async def test_a_wrong_pin_keeps_the_oracle_not_ready_and_logs_no_secret(
 ) -> None:
     right_pin = f"right-{uuid.uuid4().hex[:12]}"
     wrong_pin = f"wrong-{uuid.uuid4().hex[:12]}"
-    mnemonic = f"secret mnemonic words {uuid.uuid4().hex}"
+    mnemonic = random_mnemonic()
     # A fixed IV makes the outcome certain: CBC without a MAC lets about 1 wrong key in
     # 256 pass the padding check, so check this one fails the way the node will see it.
     value = encrypt_value(mnemonic, right_pin, iv=bytes(range(16)))
@@ -287,7 +288,7 @@ async def test_a_wrong_pin_keeps_the_oracle_not_ready_and_logs_no_secret(
     logged = caplog.text + "".join(
         repr(record.args) + repr(record.__dict__.get("exc_info")) for record in caplog.records
     )
-    for secret in (mnemonic, "secret mnemonic words", right_pin, wrong_pin):
+    for secret in (mnemonic, *mnemonic.split(), right_pin, wrong_pin):
         assert secret not in logged
 
 
@@ -510,7 +511,46 @@ async def test_a_lost_store_logs_in_with_the_password_as_a_new_device(
             )
         devices = query.json()["device_keys"][account.bot.user_id]
         assert client.nio.device_id in devices
+        new_device = client.nio.device_id
 
     replaced = [r for r in caplog.records if "matrix.device_replaced" in r.getMessage()]
     assert len(replaced) == 1
     assert replaced[0].levelno == logging.WARNING
+    credentials = tmp_path / "lost-and-new-store" / "nio" / "credentials.json"
+    assert credentials.stat().st_mode & 0o777 == 0o600
+
+    # The next start on that store reuses the saved device: no new identity each time.
+    async with oracle_node(second) as (app, _base_url):
+        client = layer_of(app).client
+        assert client is not None
+        assert client.nio.device_id == new_device
+    replaced = [r for r in caplog.records if "matrix.device_replaced" in r.getMessage()]
+    assert len(replaced) == 1
+
+
+async def test_an_access_token_of_another_account_is_refused(
+    synapse: Synapse,
+    new_user: Callable[[str], RegisteredUser],
+    account: OracleAccount,
+    llm: OpenAIDouble,
+    blocksync: BlocksyncDouble,
+    tmp_path: Path,
+) -> None:
+    stranger = new_user("stranger")
+    env = node_env(
+        synapse, account, tmp_path / "node", llm=llm, blocksync=blocksync,
+        MATRIX_ORACLE_ADMIN_ACCESS_TOKEN=stranger.access_token,
+    )  # fmt: skip
+    app = await create_node(env)
+    errors: list[BaseException] = []
+    app.on_error(lambda exc, source: errors.append(exc))
+    async with serving(app) as base_url:
+
+        async def failed() -> bool:
+            _status, body = await ready_body(base_url)
+            return bool(body["matrix"] == "failed")
+
+        await eventually(failed)
+    assert errors
+    assert "belongs to" in str(errors[0])
+    assert stranger.user_id in str(errors[0])

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
 import logging
+import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +28,8 @@ logger = logging.getLogger("oracle.server.matrix")
 # Errors that say "try again later" rather than "this will never work".
 _TRANSIENT_CODES = frozenset({"M_LIMIT_EXCEEDED", "network"})
 SYNC_TIMEOUT_MS = 30_000
+# Written beside the crypto store after a password login: that device's session.
+CREDENTIALS_FILE = "credentials.json"
 RECONNECT_FIRST_DELAY = 1.0
 RECONNECT_MAX_DELAY = 60.0
 
@@ -114,6 +118,7 @@ class MatrixClient:
             max_timeout_retry_wait_time=5.0,
             request_timeout=request_timeout,
         )
+        self._user_id = user_id
         self.nio = self._new_nio(user_id)
         self._access_token = access_token
         self._password = password
@@ -126,8 +131,8 @@ class MatrixClient:
 
     @property
     def user_id(self) -> str:
-        """The account's Matrix user id."""
-        return str(self.nio.user_id)
+        """The account's Matrix user id (``MATRIX_ORACLE_ADMIN_USER_ID``)."""
+        return self._user_id
 
     @property
     def server_name(self) -> str:
@@ -142,47 +147,80 @@ class MatrixClient:
         )
 
     async def login(self) -> None:
-        """Log in with the access token, or else the password; load the crypto store.
+        """Log in and load the crypto store of the device.
 
-        The token's device is reused with the crypto store kept at ``store_path``. When
-        the token is rejected, or the device's keys on the server are not the store's
-        (the store was lost), the password logs in as a new device, with a warning.
+        Tried in order: the session this store saved after an earlier password login (its
+        device matches the store), ``MATRIX_ORACLE_ADMIN_ACCESS_TOKEN``, then the password.
+        A token that is rejected, or whose device's keys on the server are not the store's
+        (the store was lost), falls through to the next. A password login creates a new
+        device (and E2EE identity), with a warning, and is saved beside the crypto store
+        so the next start reuses that device instead of creating another.
 
         Raises:
-            MatrixError: neither credential works, or the homeserver is unreachable.
+            MatrixError: no credential works, or the homeserver is unreachable.
         """
-        if self._access_token:
+        saved = self._saved_token()
+        tokens = [t for t in dict.fromkeys((saved, self._access_token)) if t]
+        for token in tokens:
             try:
-                await self._token_login(self._access_token)
+                await self._token_login(token)
                 return
             except MatrixError as exc:
-                if exc.transient or exc.code == "M_FORBIDDEN" or not self._password:
+                if exc.transient or exc.code == "M_FORBIDDEN":
                     raise
                 logger.warning(
-                    "matrix.device_replaced: the access token's device cannot be used (%s); "
-                    "logging in with the password creates a NEW device and a new E2EE "
-                    "identity: older encrypted messages will not decrypt on it",
+                    "matrix.token_unusable: %s access token cannot be used (%s)",
+                    "the saved" if token == saved else "the configured",
                     exc.code,
                 )
-                user_id = self.user_id
                 await self.nio.close()
-                self.nio = self._new_nio(user_id)
+                self.nio = self._new_nio(self.user_id)
         if not self._password:
-            raise MatrixError("login: no access token or password configured", code="M_FORBIDDEN")
+            raise MatrixError("login: no usable access token or password", code="M_FORBIDDEN")
+        logger.warning(
+            "matrix.device_replaced: logging in with the password creates a NEW device and "
+            "a new E2EE identity: older encrypted messages will not decrypt on it"
+        )
         await _call("login", self.nio.login(self._password, device_name="oracle"))
         await self._upload_keys()
+        self._save_token()
+
+    @property
+    def _credentials_path(self) -> Path:
+        return self.store_path / CREDENTIALS_FILE
+
+    def _saved_token(self) -> str | None:
+        try:
+            saved = json.loads(self._credentials_path.read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(saved, dict) or saved.get("user_id") != self.user_id:
+            return None
+        token = saved.get("access_token")
+        return token if isinstance(token, str) and token else None
+
+    def _save_token(self) -> None:
+        record = {
+            "user_id": self.user_id,
+            "device_id": self.nio.device_id,
+            "access_token": self.nio.access_token,
+        }
+        temporary = self._credentials_path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(record))
+        temporary.chmod(0o600)
+        os.replace(temporary, self._credentials_path)
 
     async def _token_login(self, token: str) -> None:
         self.nio.access_token = token
         whoami = await _call("whoami", self.nio.whoami())
-        if whoami.user_id != self.nio.user_id:
+        if whoami.user_id != self.user_id:
             raise MatrixError(
-                f"whoami: the access token belongs to {whoami.user_id}, not {self.nio.user_id}",
+                f"whoami: the access token belongs to {whoami.user_id}, not {self.user_id}",
                 code="M_FORBIDDEN",
             )
         if not whoami.device_id:
             raise MatrixError("whoami: the access token has no device", code="M_UNKNOWN")
-        self.nio.restore_login(self.nio.user_id, whoami.device_id, token)
+        self.nio.restore_login(self.user_id, whoami.device_id, token)
         await self._upload_keys()
 
     async def _upload_keys(self) -> None:

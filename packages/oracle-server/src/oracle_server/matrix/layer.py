@@ -25,7 +25,7 @@ from oracle_server.matrix.values import (
     MNEMONIC_STATE_KEY,
     SECURE_STATE_TYPE,
     ValueDecryptionError,
-    decrypt_value,
+    decrypt_mnemonic,
 )
 from oracle_server.persistence import (
     MatrixFileEvents,
@@ -214,7 +214,7 @@ class MatrixLayer:
             )
             return
         try:
-            mnemonic = decrypt_value(value, pin)
+            mnemonic = decrypt_mnemonic(value, pin)
             signer = Ed25519Signer.from_mnemonic(mnemonic)
         except (ValueDecryptionError, ValueError) as exc:
             logger.error("matrix.signing_key_unreadable: %s", str(exc).split(":")[0])

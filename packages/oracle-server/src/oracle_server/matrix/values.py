@@ -7,6 +7,7 @@ key is ``MATRIX_VALUE_PIN`` in UTF-8, right-padded with spaces to 32 bytes.
 from __future__ import annotations
 
 import os
+import re
 
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -15,12 +16,15 @@ __all__ = [
     "MNEMONIC_STATE_KEY",
     "SECURE_STATE_TYPE",
     "ValueDecryptionError",
+    "decrypt_mnemonic",
     "decrypt_value",
     "encrypt_value",
 ]
 
 SECURE_STATE_TYPE = "ixo.room.state.secure"
 MNEMONIC_STATE_KEY = "encrypted_mnemonic_ed_signing"
+# A BIP-39 mnemonic: 12 to 24 lowercase words.
+_MNEMONIC = re.compile(r"[a-z]+(?: [a-z]+){11,23}")
 _KEY_BYTES = 32
 _IV_BYTES = 16
 
@@ -69,3 +73,22 @@ def decrypt_value(value: str, pin: str) -> str:
         raise ValueDecryptionError(
             "matrix.value_decrypt_failed: the value does not decrypt with MATRIX_VALUE_PIN"
         ) from exc
+
+
+def decrypt_mnemonic(value: str, pin: str) -> str:
+    """Decrypt the account room's signing mnemonic and check it is one.
+
+    CBC has no integrity check: about one wrong PIN in 256 passes the padding check and
+    yields garbage, which would become a wrong signing key. A mnemonic is 12 to 24
+    lowercase words, which garbage never is.
+
+    Raises:
+        ValueDecryptionError: the value does not decrypt to a mnemonic.
+    """
+    text = decrypt_value(value, pin)
+    if _MNEMONIC.fullmatch(" ".join(text.split())) is None:
+        raise ValueDecryptionError(
+            "matrix.value_decrypt_failed: the value does not decrypt to a mnemonic with "
+            "MATRIX_VALUE_PIN"
+        )
+    return text

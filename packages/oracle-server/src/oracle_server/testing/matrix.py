@@ -9,8 +9,8 @@ node), serve it until ready, and log in as a ``did:ixo`` user's own Matrix accou
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -39,6 +39,7 @@ __all__ = [
     "node_env",
     "oracle_node",
     "provision_oracle",
+    "random_mnemonic",
     "user_headers",
     "wait_ready",
 ]
@@ -57,10 +58,20 @@ class OracleAccount:
     mnemonic: str
 
 
+def random_mnemonic(words: int = 12) -> str:
+    """A fresh mnemonic-shaped secret: ``words`` random lowercase words of 6 to 9 letters
+    (long enough that finding one in a log is no accident)."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return " ".join(
+        "".join(secrets.choice(letters) for _ in range(secrets.choice(range(6, 10))))
+        for _ in range(words)
+    )
+
+
 async def provision_oracle(synapse: Synapse, bot: RegisteredUser) -> OracleAccount:
     """Create the account room and store the encrypted signing mnemonic in it (SRV-65),
     as the provisioning CLI does."""
-    mnemonic = f"test mnemonic {uuid.uuid4().hex}"
+    mnemonic = random_mnemonic()
     headers = {"Authorization": f"Bearer {bot.access_token}"}
     async with httpx.AsyncClient(base_url=synapse.base_url, headers=headers) as http:
         created = await http.post(
