@@ -70,6 +70,7 @@ from oracle_server.routes import (
     session_routes,
     system_routes,
 )
+from oracle_server.runs import create_run_log
 from oracle_server.settings import ServerSettings, load_settings
 from oracle_server.state import ServerState
 from oracle_server.titles import UNTITLED, fallback_title, generate_title, has_title_model
@@ -235,6 +236,7 @@ class OracleApp:
             state.checkpointers.aclose,
             state.storage.close,
             state.runner.locks.aclose,
+            state.runner.runs.aclose,
             state.limiter.aclose,
             *([matrix.aclose] if matrix is not None else []),
             state.runtime.aclose,
@@ -442,6 +444,9 @@ async def create_oracle_app(
         on_finished=touch,
         user_scope=user_dbs.use if user_dbs is not None else None,
         stored_delegation=stored_delegation,
+        runs=create_run_log(
+            settings.redis_url, replica_timeout=settings.run_replica_timeout_seconds
+        ),
     )
     if matrix is not None:
         matrix.start_turn = runner.start

@@ -126,6 +126,16 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         attachment={"type": "object"},
     ),
     "MessageList": _object(["messages"], messages={"type": "array", "items": _ref("MessageDto")}),
+    "ActiveRun": _object(
+        ["run"],
+        run=_nullable(
+            _object(
+                ["runId", "status"],
+                runId={"type": "string"},
+                status={"enum": ["queued", "running", "recovering"]},
+            )
+        ),
+    ),
     "MessagePage": _object(
         ["messages", "prevCursor", "nextCursor", "hasOlder", "hasNewer"],
         messages={"type": "array", "items": _ref("MessageDto")},
@@ -306,6 +316,26 @@ _BUILTIN: dict[tuple[str, str], _Operation] = {
             _query("before", {"type": "string"}, "A `prevCursor`: the page before it."),
             _query("after", {"type": "string"}, "A `nextCursor`: the page after it."),
         ),
+    ),
+    ("GET", "/runs/{runId}"): _Operation(
+        "Rejoin a run: its events after `after`, then live until `done` (SSE)",
+        "messages",
+        {
+            _OK: {
+                "description": "The run's events as server-sent events.",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            },
+            "400": _error("Bad `after`."),
+            "404": _error("Run not found, expired, or its events after `after` were dropped."),
+        },
+        parameters=(
+            _query("after", {"type": "integer", "minimum": 0, "default": 0}, "Last event id seen."),
+        ),
+    ),
+    ("GET", "/sessions/{sessionId}/run"): _Operation(
+        "The session's queued, running or recovering run",
+        "sessions",
+        {_OK: _json_response("The run or null.", "ActiveRun"), "404": _error("Session not found.")},
     ),
     ("POST", "/delegation"): _Operation(
         "Store the caller's delegation to the oracle",

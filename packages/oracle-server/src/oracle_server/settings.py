@@ -66,6 +66,7 @@ class ServerSettings(BaseModel):
     oracle_signing_mnemonic: str | None = Field(None, alias="ORACLE_SIGNING_MNEMONIC")
     did_cache_ttl_seconds: int = Field(300, alias="DID_CACHE_TTL_SECONDS", ge=0)
     max_open_user_dbs: int = Field(256, alias="MAX_OPEN_USER_DBS", ge=1)
+    run_replica_timeout_seconds: float = Field(15.0, alias="RUN_REPLICA_TIMEOUT_SECONDS", gt=0)
     matrix_enabled: EnvBool = Field(True, alias="MATRIX_ENABLED")
     matrix_base_url: str | None = Field(None, alias="MATRIX_BASE_URL")
     matrix_oracle_admin_user_id: str | None = Field(None, alias="MATRIX_ORACLE_ADMIN_USER_ID")

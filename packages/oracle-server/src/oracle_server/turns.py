@@ -1,8 +1,9 @@
-"""Running turns: one at a time per session, as background tasks that stream frames.
+"""Running turns: one at a time per session, each a run whose events go to the run log.
 
 A turn runs in its own task, so a client that disconnects does not stop it (it finishes
-and is checkpointed); only an abort or shutdown cancels it. Frames go to a queue the SSE
-response drains; plugin events for the turn's request join the same queue.
+and is checkpointed); only an abort or shutdown cancels it. Its events, plugin events for
+its request included, are numbered and written to the run log, which responses stream
+from and a reconnecting client replays (see :mod:`oracle_server.runs`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +30,8 @@ from oracle_core import (
 from oracle_server.auth import AuthData
 from oracle_server.errors import HTTPError
 from oracle_server.history import message_id
-from oracle_server.sse import HEARTBEAT, HEARTBEAT_SECONDS, frame, timestamp
+from oracle_server.runs import ACTIVE, MemoryRunLog, RunEvent, RunInfo, RunLog, RunStatus
+from oracle_server.sse import timestamp
 from oracle_server.turnlock import TurnBusy, TurnLocks
 
 __all__ = ["ActiveTurn", "ServerEventSink", "TurnInput", "TurnRunner"]
@@ -62,34 +65,78 @@ class TurnInput:
 
 
 class TurnStream:
-    """The frames of one turn, in order, for the response to drain."""
+    """The events of one run, numbered and written to the run log in order.
 
-    def __init__(self) -> None:
-        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+    ``push`` is synchronous (plugin events arrive from sync code); one writer task
+    appends what was pushed to the log, so numbering, order and the final status stay
+    consistent however fast events come. Responses read the log, not this object.
+    """
+
+    def __init__(self, log: RunLog, run_id: str) -> None:
+        self.log = log
+        self.run_id = run_id
         self.closed = False
+        self._seq = 0
+        self._text: list[str] = []
+        self._queue: asyncio.Queue[RunEvent | RunStatus] = asyncio.Queue()
+        self._writer = asyncio.get_running_loop().create_task(self._write())
 
     def push(self, event: str, data: Any) -> None:
-        """Queue a frame (ignored once the turn ended)."""
-        if not self.closed:
-            self._queue.put_nowait(frame(event, data))
+        """Number an event and queue it for the log (ignored once the run ended)."""
+        if self.closed:
+            return
+        self._seq += 1
+        if event == "message":
+            self._text.append(str(data.get("content", "")))
+        self._queue.put_nowait(RunEvent(self._seq, event, dict(data)))
 
-    def close(self) -> None:
-        """No more frames."""
-        if not self.closed:
-            self.closed = True
-            self._queue.put_nowait(None)
+    @property
+    def text(self) -> str:
+        """The reply text streamed so far."""
+        return "".join(self._text)
 
-    async def frames(self) -> AsyncIterator[bytes]:
-        """Frames as they come, with a heartbeat comment every 15 s of silence."""
+    def set_status(self, status: RunStatus) -> None:
+        """Record a status change once the events before it are written."""
+        if not self.closed:
+            self._queue.put_nowait(status)
+
+    def finish(self, status: RunStatus) -> None:
+        """Push ``done`` (with ``partialText`` unless finished) and end the run."""
+        data: dict[str, Any] = {"status": status, "timestamp": timestamp()}
+        if status != "finished":
+            data[status] = True
+            if self.text:
+                data["partialText"] = self.text
+        self.push("done", data)
+        self.set_status(status)
+        self.closed = True
+
+    async def flushed(self) -> None:
+        """Wait until every pushed event and status is in the log."""
+        await asyncio.shield(self._writer)
+
+    async def _write(self) -> None:
         while True:
+            item = await self._queue.get()
+            events: list[RunEvent] = []
+            statuses: list[RunStatus] = []
+            while True:
+                if isinstance(item, RunEvent):
+                    events.append(item)
+                else:
+                    statuses.append(item)
+                if self._queue.empty():
+                    break
+                item = self._queue.get_nowait()
             try:
-                item = await asyncio.wait_for(self._queue.get(), HEARTBEAT_SECONDS)
-            except TimeoutError:
-                yield HEARTBEAT
-                continue
-            if item is None:
+                if events:
+                    await self.log.append(self.run_id, events)
+                for status in statuses:
+                    await self.log.set_status(self.run_id, status)
+            except Exception as exc:
+                logger.warning("runs.write_failed: %s", type(exc).__name__)
+            if statuses and statuses[-1] not in ACTIVE:
                 return
-            yield item
 
 
 @dataclass
@@ -101,11 +148,12 @@ class ActiveTurn:
     request_id: str
     stream: TurnStream
     abort_signal: AbortSignal
+    run_id: str = ""
     message: str = ""
     home_server: str | None = None
     client: str = "portal"
     task: asyncio.Task[None] | None = None
-    status: str = "running"
+    status: str = "queued"
     reply: AIMessage | None = None
     error: BaseException | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -167,6 +215,7 @@ class TurnRunner:
         user_scope: Held around each turn for its user (keeps the user's database open).
         stored_delegation: The user's stored delegation (raw), adopted for the turn when
             the request brought none (SRV-42).
+        runs: The run log (in memory by default).
     """
 
     def __init__(
@@ -179,6 +228,7 @@ class TurnRunner:
         on_finished: Callable[[ActiveTurn], Any] | None = None,
         user_scope: Callable[[str], AbstractAsyncContextManager[Any]] | None = None,
         stored_delegation: Callable[[str], Awaitable[str | None]] | None = None,
+        runs: RunLog | None = None,
     ) -> None:
         self.runtime = runtime
         self.locks = locks
@@ -187,11 +237,13 @@ class TurnRunner:
         self.on_finished = on_finished
         self.user_scope = user_scope
         self.stored_delegation = stored_delegation
-        self.active: dict[str, ActiveTurn] = {}
+        self.runs: RunLog = runs or MemoryRunLog()
+        self.active: dict[str, list[ActiveTurn]] = {}
         self._accepting = True
 
     async def start(self, turn_input: TurnInput) -> ActiveTurn:
-        """Take the session's turn lock (waiting or refusing per policy) and start the turn.
+        """Start a run for the turn; it waits for the session's running turn (``enqueue``,
+        status ``queued`` meanwhile) or is refused at once (``reject``).
 
         Raises:
             HTTPError: 409 when the policy is ``reject`` and a turn is running; 503 while
@@ -199,61 +251,93 @@ class TurnRunner:
         """
         if not self._accepting:
             raise HTTPError(503, "Server shutting down")
-        hold = self.locks.hold(turn_input.session_id, wait=self.policy != "reject")
-        try:
-            await hold.__aenter__()
-        except TurnBusy as exc:
-            raise HTTPError(409, "A turn is already running for this session") from exc
+        waiting = self.policy != "reject"
+        hold = self.locks.hold(turn_input.session_id, wait=waiting)
+        if not waiting:
+            try:
+                await hold.__aenter__()
+            except TurnBusy as exc:
+                raise HTTPError(409, "A turn is already running for this session") from exc
+        run_id = uuid.uuid4().hex
         turn = ActiveTurn(
             session_id=turn_input.session_id,
             user_did=turn_input.auth.did,
             request_id=turn_input.request_id,
-            stream=TurnStream(),
+            stream=TurnStream(self.runs, run_id),
             abort_signal=AbortSignal(),
+            run_id=run_id,
             message=turn_input.message,
             home_server=turn_input.auth.home_server,
             client=turn_input.client,
         )
-        self.active[turn.session_id] = turn
+        await self.runs.create(
+            RunInfo(
+                run_id=run_id,
+                session_id=turn.session_id,
+                user_did=turn.user_did,
+                request_id=turn.request_id,
+                status="queued",
+            )
+        )
+        turn.stream.push("run", {"runId": run_id, "requestId": turn.request_id})
+        self.active.setdefault(turn.session_id, []).append(turn)
         self.events.streams[turn.request_id] = turn.stream
         turn.task = asyncio.get_running_loop().create_task(
-            self._run(turn, turn_input, hold), name=f"turn:{turn.session_id}"
+            self._run(turn, turn_input, hold, acquired=not waiting),
+            name=f"turn:{turn.session_id}",
         )
         return turn
 
+    def turns_of(self, session_id: str) -> list[ActiveTurn]:
+        """The session's queued and running turns in this process, oldest first."""
+        return list(self.active.get(session_id, []))
+
     async def abort(self, user_did: str, session_id: str) -> bool:
-        """Abort the caller's running turn in ``session_id``; ``False`` when there is none."""
-        turn = self.active.get(session_id)
-        if turn is None or turn.user_did != user_did or turn.task is None or turn.task.done():
-            return False
-        turn.abort_signal.abort("aborted by the user")
-        turn.task.cancel()
-        return True
+        """Abort the caller's turns in ``session_id`` (running and queued); ``False`` when
+        there is none."""
+        aborted = False
+        for turn in self.turns_of(session_id):
+            if turn.user_did != user_did or turn.task is None or turn.task.done():
+                continue
+            turn.abort_signal.abort("aborted by the user")
+            turn.task.cancel()
+            aborted = True
+        return aborted
 
     async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 - a grace period, not a deadline
         """Stop accepting turns, let running ones finish for ``timeout``, then abort them."""
         self._accepting = False
-        tasks = [t.task for t in self.active.values() if t.task is not None]
+        turns = [t for queue in self.active.values() for t in queue if t.task is not None]
+        tasks = [t.task for t in turns if t.task is not None]
         if not tasks:
             return
         _, pending = await asyncio.wait(tasks, timeout=timeout)
-        for task in pending:
-            turn = next((t for t in self.active.values() if t.task is task), None)
-            if turn is not None:
+        for turn in turns:
+            if turn.task in pending:
                 turn.stream.push(
                     "error", {"error": "Server shutting down", "timestamp": timestamp()}
                 )
                 turn.abort_signal.abort("shutdown")
-            task.cancel()
+                turn.task.cancel()
         if pending:
             await asyncio.wait(pending, timeout=5)
 
     async def _run(
-        self, turn: ActiveTurn, turn_input: TurnInput, hold: AbstractAsyncContextManager[None]
+        self,
+        turn: ActiveTurn,
+        turn_input: TurnInput,
+        hold: AbstractAsyncContextManager[None],
+        *,
+        acquired: bool,
     ) -> None:
         stream = turn.stream
         base = {"sessionId": turn.session_id, "requestId": turn.request_id}
         try:
+            if not acquired:
+                await hold.__aenter__()
+                acquired = True
+            turn.status = "running"
+            stream.set_status("running")
             stream.push(
                 "reasoning",
                 {
@@ -282,13 +366,18 @@ class TurnRunner:
             logger.exception("turn failed in session %s", turn.session_id)
             stream.push("error", {"error": public_error(exc), "timestamp": timestamp()})
         finally:
-            stream.push("done", {"status": turn.status, "timestamp": timestamp()})
-            stream.close()
+            stream.finish(turn.status)  # type: ignore[arg-type]
             self.events.streams.pop(turn.request_id, None)
-            if self.active.get(turn.session_id) is turn:
-                del self.active[turn.session_id]
+            queue = self.active.get(turn.session_id, [])
+            if turn in queue:
+                queue.remove(turn)
+            if not queue:
+                self.active.pop(turn.session_id, None)
+            if acquired:
+                with contextlib.suppress(Exception):
+                    await hold.__aexit__(None, None, None)
             with contextlib.suppress(Exception):
-                await hold.__aexit__(None, None, None)
+                await stream.flushed()
             if self.on_finished is not None:
                 try:
                     result = self.on_finished(turn)

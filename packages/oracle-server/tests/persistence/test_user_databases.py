@@ -398,6 +398,29 @@ async def test_an_unreachable_backup_leaves_no_file_and_propagates(
     assert await dbs.sessions.get(ALICE, "from-backup") is not None
 
 
+async def test_a_caller_cancelled_mid_open_leaves_the_handle_to_be_reused(
+    open_dbs: Callable[..., UserDatabases], tmp_path: Path
+) -> None:
+    # An aborted turn can be cancelled while its user's database is opening: the open
+    # completes anyway and the handle is kept, instead of a connection left unclosed.
+    restorer = CopyingRestorer(await prepared_backup(tmp_path), pause=0.2)
+    dbs = open_dbs(restorer=restorer)
+    waiting = asyncio.create_task(dbs.sessions.list(ALICE))
+    await asyncio.sleep(0.05)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert dbs.open_users() == []
+    for _ in range(100):
+        if dbs.open_users():
+            break
+        await asyncio.sleep(0.02)
+    assert dbs.open_users() == [ALICE]
+    records, total = await dbs.sessions.list(ALICE)
+    assert (total, records[0].session_id) == (1, "from-backup")
+    assert len(restorer.calls) == 1
+
+
 async def test_concurrent_first_uses_restore_and_open_once(
     open_dbs: Callable[..., UserDatabases], tmp_path: Path
 ) -> None:

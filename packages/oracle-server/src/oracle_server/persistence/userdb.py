@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import functools
 import hashlib
 import logging
 import shutil
@@ -141,6 +142,7 @@ class UserDatabases:
         self._session_clock = session_clock
         self._open: OrderedDict[str, UserDatabase] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
+        self._opening: set[asyncio.Future[UserDatabase]] = set()
         self._closed = False
         self.sessions = UserSessions(self)
 
@@ -199,13 +201,25 @@ class UserDatabases:
             async with self._lock(user_did):
                 handle = self._open.get(user_did)
                 if handle is None:
-                    handle = await self._open_handle(user_did)
-                    self._open[user_did] = handle
+                    # Shielded: a caller cancelled mid-open (an aborted turn) must not
+                    # leave a half-opened connection behind; the open completes and the
+                    # handle is adopted, to be reused or closed with the rest.
+                    opening = asyncio.ensure_future(self._open_handle(user_did))
+                    self._opening.add(opening)
+                    opening.add_done_callback(functools.partial(self._adopt, user_did))
+                    handle = await asyncio.shield(opening)
+                    self._open.setdefault(user_did, handle)
         self._open.move_to_end(user_did)
         handle.refs += 1
         handle.last_used = self._clock()
         await self._shrink()
         return handle
+
+    def _adopt(self, user_did: str, opening: asyncio.Future[UserDatabase]) -> None:
+        self._opening.discard(opening)
+        if opening.cancelled() or opening.exception() is not None:
+            return
+        self._open.setdefault(user_did, opening.result())
 
     async def _open_handle(self, user_did: str) -> UserDatabase:
         path = self.path_for(user_did)
@@ -320,6 +334,8 @@ class UserDatabases:
     async def aclose(self) -> None:
         """Close every open database."""
         self._closed = True
+        if self._opening:
+            await asyncio.gather(*self._opening, return_exceptions=True)
         handles = list(self._open.values())
         self._open.clear()
         for handle in handles:

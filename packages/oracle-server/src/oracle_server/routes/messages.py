@@ -1,4 +1,4 @@
-"""``/messages``: send (JSON or SSE), history, abort (SRV-22 … 33)."""
+"""``/messages``: send (JSON or SSE), history, abort (SRV-22 … 33); runs and rejoin."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from starlette.routing import BaseRoute, Route
 from oracle_server.dto import AbortDto, SendMessageDto
 from oracle_server.errors import HTTPError
 from oracle_server.history import to_message_dtos
+from oracle_server.runs import RunGone, RunLog, follow
 from oracle_server.sse import SSE_HEADERS
 from oracle_server.state import auth_of, read_body, server_of
 from oracle_server.turns import TurnInput, public_error, reply_body
@@ -35,10 +36,7 @@ async def send_message(request: Request) -> Response:
         )
     )
     if dto.stream:
-        headers = dict(SSE_HEADERS)
-        if request.scope.get("http_version") == "1.1":
-            headers["Connection"] = "keep-alive"
-        return StreamingResponse(turn.stream.frames(), headers=headers)
+        return stream_run(request, server.runner.runs, turn.run_id, after=0)
     await turn.done.wait()
     if turn.status == "failed":
         raise HTTPError(500, public_error(turn.error) if turn.error else "The turn failed")
@@ -49,6 +47,45 @@ async def send_message(request: Request) -> Response:
         messages = await server.runtime.thread_messages(auth.did, session_id)
         body["messages"] = to_message_dtos(messages)
     return JSONResponse(body)
+
+
+def stream_run(request: Request, runs: RunLog, run_id: str, *, after: int) -> Response:
+    """The run's events after ``after`` as SSE, with ``X-Run-Id``."""
+    headers = {**SSE_HEADERS, "X-Run-Id": run_id}
+    if request.scope.get("http_version") == "1.1":
+        headers["Connection"] = "keep-alive"
+    return StreamingResponse(follow(runs, run_id, after), headers=headers)
+
+
+async def rejoin_run(request: Request) -> Response:
+    """``GET /runs/{runId}?after=N``: the run's events after ``N``, then live to ``done``."""
+    server, auth = server_of(request), auth_of(request)
+    run_id = request.path_params["run_id"]
+    raw = request.query_params.get("after") or "0"
+    if not raw.isdigit():
+        raise HTTPError(400, ["after must be a non-negative integer"])
+    after = int(raw)
+    runs = server.runner.runs
+    info = await runs.info(run_id)
+    if info is None or info.user_did != auth.did:
+        raise HTTPError(404, "Run not found")
+    try:
+        await runs.read(run_id, after, wait=0)
+    except RunGone as exc:
+        raise HTTPError(404, "Run events are no longer available") from exc
+    return stream_run(request, runs, run_id, after=after)
+
+
+async def session_run(request: Request) -> Response:
+    """``GET /sessions/{sessionId}/run`` → ``{run: {runId, status} | null}``."""
+    server, auth = server_of(request), auth_of(request)
+    session_id = request.path_params["session_id"]
+    if await server.sessions.get(auth.did, session_id) is None:
+        raise HTTPError(404, "Session not found")
+    info = await server.runner.runs.active_run(session_id)
+    if info is None or info.user_did != auth.did:
+        return JSONResponse({"run": None})
+    return JSONResponse({"run": info.to_wire()})
 
 
 async def history(request: Request) -> Response:
@@ -74,4 +111,6 @@ def message_routes() -> list[BaseRoute]:
         Route("/messages/abort", abort, methods=["POST"]),
         Route("/messages/{session_id}", send_message, methods=["POST"]),
         Route("/messages/{session_id}", history, methods=["GET"]),
+        Route("/runs/{run_id}", rejoin_run, methods=["GET"]),
+        Route("/sessions/{session_id}/run", session_run, methods=["GET"]),
     ]
