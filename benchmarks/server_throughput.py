@@ -42,6 +42,7 @@ from oracle_core import (
 )
 from oracle_server import OracleApp, create_oracle_app
 from oracle_server.auth import AuthData
+from oracle_server.runs import follow
 from oracle_server.testing import (
     ChatRequest,
     OpenAIDouble,
@@ -222,7 +223,8 @@ def streamed_turn(app: OracleApp, did: str) -> TurnFn:
 
 
 def runner_turn(app: OracleApp, did: str) -> TurnFn:
-    """Turns on a fresh session through the server's ``TurnRunner``, frames drained, no HTTP."""
+    """Turns on a fresh session through the server's ``TurnRunner``, its run log read to
+    ``done`` as a response would, no HTTP."""
     session_id = str(uuid.uuid4())
 
     async def turn(index: int) -> None:
@@ -234,7 +236,7 @@ def runner_turn(app: OracleApp, did: str) -> TurnFn:
                 request_id=str(uuid.uuid4()),
             )
         )
-        async for _ in started.stream.frames():
+        async for _ in follow(app.state.runner.runs, started.run_id, 0):
             pass
         if started.status != "finished":
             raise RuntimeError(f"runner turn {index} ended with {started.status}")

@@ -107,9 +107,7 @@ async def test_a_dropped_stream_is_rejoined_exactly(serve: Serve, slow_llm: Open
 
         # Replay after any N gives exactly the events after N, in order, once.
         _, everything = await rejoin(client, run_id, 0, headers)
-        assert [(e.event, e.data) for e in everything] == [
-            (e.event, e.data) for e in first + rest
-        ]
+        assert [(e.event, e.data) for e in everything] == [(e.event, e.data) for e in first + rest]
         for after in (1, len(everything) // 2, len(everything) - 1):
             _, tail = await rejoin(client, run_id, after, headers)
             assert [e.id for e in tail] == list(range(after + 1, len(everything) + 1))
