@@ -377,3 +377,16 @@ async def test_shutdown_drains_then_aborts_running_turns(tmp_path: Path) -> None
         assert "Server shutting down" in body
         assert body.rstrip().splitlines()[-1].startswith("data: ")
         assert '"status":"aborted"' in body.rsplit("event: done", 1)[1]
+
+
+def test_the_current_entity_is_one_turns_only() -> None:
+    from oracle_server.dto import SendMessageDto
+
+    def state(metadata: dict[str, Any] | None) -> dict[str, Any]:
+        return SendMessageDto.model_validate({"message": "hi", "metadata": metadata}).turn_state()
+
+    on_page = state({"currentEntityDid": "did:ixo:entity:abc", "editorRoomId": "!r:hs"})
+    assert on_page == {"current_entity_did": "did:ixo:entity:abc", "editor_room_id": "!r:hs"}
+    assert state(None) == {"current_entity_did": None}
+    assert state({"currentEntityDid": ""}) == {"current_entity_did": None}
+    assert state({"currentEntityDid": 7}) == {"current_entity_did": None}

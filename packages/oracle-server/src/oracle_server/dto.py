@@ -112,10 +112,13 @@ class SendMessageDto(_Dto):
         for key, target in (
             ("editorRoomId", "editor_room_id"),
             ("spaceId", "space_id"),
-            ("currentEntityDid", "current_entity_did"),
         ):
             if isinstance(metadata.get(key), str):
                 state[target] = metadata[key]
+        # The entity page the client is on: this turn's only. A message without it
+        # clears the previous one instead of leaving it in the checkpoint.
+        entity = metadata.get("currentEntityDid")
+        state["current_entity_did"] = entity if isinstance(entity, str) and entity else None
         return state
 
 
