@@ -10,6 +10,7 @@ from benchmarks import (
     first_turn_tokens,
     history_growth,
     matrix_restore,
+    run_rejoin,
     server_throughput,
     turn_overhead,
     ucan_validation,
@@ -33,6 +34,8 @@ def main() -> None:
     print(history_growth.report(asyncio.run(history_growth.measure())))
     print()
     print(matrix_restore.report(asyncio.run(matrix_restore.measure())))
+    print()
+    print(run_rejoin.report(asyncio.run(run_rejoin.measure())))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ heartbeat has lapsed is ended by the first reader that notices: ``error`` then `
 with ``interrupted`` and the text streamed so far. Nothing stays ``running`` for ever.
 
 Bounds: a finished run's log is kept for ``RUN_RETENTION_SECONDS`` (600 s); a run keeps
-at most ``MAX_EVENTS`` (20,000) events and ``MAX_BYTES`` (8 MiB) of event data: past
+at most ``MAX_EVENTS`` (20,000) events and ``MAX_BYTES`` (8 MiB) of encoded frames: past
 either, the oldest events are dropped, and a rejoin that needs a dropped event gets 404
 (the client then reloads the history, which the checkpoint holds).
 """
@@ -67,14 +67,21 @@ class RunGone(LookupError):
 
 @dataclass(frozen=True)
 class RunEvent:
-    """One numbered event of a run."""
+    """One numbered event of a run.
+
+    A log may keep only the encoded frame (``encoded``), with ``data`` left empty: the
+    in-memory log does, which holds a run in about the size of its SSE text.
+    """
 
     seq: int
     event: str
     data: dict[str, Any]
+    encoded: bytes | None = None
 
     def to_sse(self) -> bytes:
         """The SSE frame, with its number as ``id``."""
+        if self.encoded is not None:
+            return self.encoded
         return frame(self.event, self.data, event_id=self.seq)
 
 
@@ -197,11 +204,12 @@ class MemoryRunLog:
         if run is None:
             return
         for event in events:
-            run.events.append(event)
-            run.size += len(json.dumps(event.data, default=str))
+            kept = RunEvent(event.seq, event.event, {}, event.to_sse())
+            run.events.append(kept)
+            run.size += len(kept.encoded or b"")
         while len(run.events) > MAX_EVENTS or (run.size > MAX_BYTES and len(run.events) > 1):
             old = run.events.popleft()
-            run.size -= len(json.dumps(old.data, default=str))
+            run.size -= len(old.encoded or b"")
             run.dropped_upto = old.seq
         run.changed.set()
         run.changed = asyncio.Event()
@@ -241,6 +249,20 @@ class MemoryRunLog:
             async with asyncio.timeout(wait):
                 await changed.wait()
         return [e for e in run.events if e.seq > after]
+
+    def run_ids(self) -> list[str]:
+        """Ids of the runs held (benchmarks, diagnostics)."""
+        return list(self._runs)
+
+    def event_count(self, run_id: str) -> int:
+        """Events held for a run."""
+        run = self._runs.get(run_id)
+        return 0 if run is None else len(run.events)
+
+    def payload_bytes(self, run_id: str) -> int:
+        """Bytes of the SSE frames held for a run."""
+        run = self._runs.get(run_id)
+        return 0 if run is None else run.size
 
     async def aclose(self) -> None:
         self._runs.clear()
