@@ -47,7 +47,8 @@ ROOT_LIMIT = 30
 
 
 class RequestIdMiddleware:
-    """Gives every request an id (``x-request-id`` if valid, else a UUIDv4) and echoes it."""
+    """Gives every request an id (``x-request-id`` if valid, else a UUIDv4) and echoes it,
+    unless the route set the header itself."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -62,7 +63,10 @@ class RequestIdMiddleware:
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
-                MutableHeaders(scope=message)["X-Request-Id"] = request_id
+                headers = MutableHeaders(scope=message)
+                # A route may answer for another request: a run rejoin names the turn's.
+                if "x-request-id" not in headers:
+                    headers["X-Request-Id"] = request_id
             await send(message)
 
         await self.app(scope, receive, send_with_id)

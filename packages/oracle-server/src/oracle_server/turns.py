@@ -239,6 +239,9 @@ class TurnRunner:
         self.stored_delegation = stored_delegation
         self.runs: RunLog = runs or MemoryRunLog()
         self.active: dict[str, list[ActiveTurn]] = {}
+        # Every turn task until it has fully ended, post-turn work included: the
+        # shutdown waits for these, not only for the turns still running.
+        self._tasks: set[asyncio.Task[None]] = set()
         self._accepting = True
 
     async def start(self, turn_input: TurnInput) -> ActiveTurn:
@@ -286,6 +289,8 @@ class TurnRunner:
             self._run(turn, turn_input, hold, acquired=not waiting),
             name=f"turn:{turn.session_id}",
         )
+        self._tasks.add(turn.task)
+        turn.task.add_done_callback(self._tasks.discard)
         return turn
 
     def turns_of(self, session_id: str) -> list[ActiveTurn]:
@@ -308,7 +313,7 @@ class TurnRunner:
         """Stop accepting turns, let running ones finish for ``timeout``, then abort them."""
         self._accepting = False
         turns = [t for queue in self.active.values() for t in queue if t.task is not None]
-        tasks = [t.task for t in turns if t.task is not None]
+        tasks = list(self._tasks)
         if not tasks:
             return
         _, pending = await asyncio.wait(tasks, timeout=timeout)
@@ -415,6 +420,7 @@ class TurnRunner:
         )
         stream = turn.stream
         reply: AIMessage | None = None
+        call_args: dict[str, dict[str, Any]] = {}
         async for mode, data in built.agent.astream(
             built.input,
             config=built.config,
@@ -432,6 +438,8 @@ class TurnRunner:
                 for message in _ai_messages(update):
                     for call in message.tool_calls:
                         args = dict(call["args"])
+                        if call.get("id"):
+                            call_args[str(call["id"])] = args
                         stream.push(
                             "tool_call",
                             {
@@ -451,7 +459,12 @@ class TurnRunner:
                             {
                                 **base,
                                 "toolName": result.name,
-                                "args": {"toolName": result.name},
+                                # The client replaces the running call's message with
+                                # this one: repeat the arguments.
+                                "args": {
+                                    **call_args.get(result.tool_call_id, {}),
+                                    "toolName": result.name,
+                                },
                                 "status": "done",
                                 "eventId": result.tool_call_id,
                                 "output": str(result.content),

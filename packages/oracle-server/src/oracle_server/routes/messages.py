@@ -49,9 +49,14 @@ async def send_message(request: Request) -> Response:
     return JSONResponse(body)
 
 
-def stream_run(request: Request, runs: RunLog, run_id: str, *, after: int) -> Response:
-    """The run's events after ``after`` as SSE, with ``X-Run-Id``."""
+def stream_run(
+    request: Request, runs: RunLog, run_id: str, *, after: int, request_id: str | None = None
+) -> Response:
+    """The run's events after ``after`` as SSE, with ``X-Run-Id`` (and, for a rejoin, the
+    ``X-Request-Id`` of the turn, which the client files the reply under)."""
     headers = {**SSE_HEADERS, "X-Run-Id": run_id}
+    if request_id is not None:
+        headers["X-Request-Id"] = request_id
     if request.scope.get("http_version") == "1.1":
         headers["Connection"] = "keep-alive"
     return StreamingResponse(follow(runs, run_id, after), headers=headers)
@@ -73,7 +78,7 @@ async def rejoin_run(request: Request) -> Response:
         await runs.read(run_id, after, wait=0)
     except RunGone as exc:
         raise HTTPError(404, "Run events are no longer available") from exc
-    return stream_run(request, runs, run_id, after=after)
+    return stream_run(request, runs, run_id, after=after, request_id=info.request_id)
 
 
 async def session_run(request: Request) -> Response:
