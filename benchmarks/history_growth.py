@@ -6,11 +6,12 @@ OpenAI-compatible model double, with the server's per-user SQLite checkpointer. 
 way, the bytes every turn adds to the user's ``checkpoints`` and ``writes`` tables are
 summed (blob lengths, so SQLite page slack and the WAL do not blur them).
 
-For latency, the thread's latest checkpoint at 4 and at 500 messages is copied with the
-saver's own ``aput`` into fresh threads (an exact copy of what real turns wrote), and one
-turn is timed on each copy: in-process through ``run_turn`` and over HTTP (SSE to
-``done``), one turn at a time, alternating sizes so that drift hits both. The short
-history is 4 messages rather than 5 because a settled thread holds whole turns.
+For latency, the thread at 4 and at 500 messages is copied row for row (every checkpoint
+and write, under a fresh thread id: an exact copy of what real turns wrote; a thread's
+messages are spread over its checkpoints' writes, so its latest checkpoint alone does not
+hold them), and one turn is timed on each copy: in-process through ``run_turn`` and over
+HTTP (SSE to ``done``), one turn at a time, alternating sizes so that drift hits both.
+The short history is 4 messages rather than 5 because a settled thread holds whole turns.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from benchmarks.server_throughput import (
     tool_then_answer,
 )
 from oracle_core import SessionInfo, TurnRequest, UserInfo
+from oracle_core._state import MESSAGES_SNAPSHOT_FREQUENCY
 from oracle_server import OracleApp
 from oracle_server.testing import OpenAIDouble, auth_headers, serving
 from oracle_ucan import Ed25519Signer
@@ -44,6 +46,9 @@ MESSAGES_PER_TURN = 4
 SAMPLES = 20
 BYTES_AT = (8, 100, 300, 500)
 SOURCE = "history-source"
+# Turns between two full copies of the message list (each turn updates it four times):
+# the bytes of one turn depend on where it falls, so figures are also averaged over one.
+SNAPSHOT_PERIOD = max(1, MESSAGES_SNAPSHOT_FREQUENCY // MESSAGES_PER_TURN)
 
 
 async def table_bytes(saver: Any, thread_id: str) -> tuple[int, int, int]:
@@ -62,16 +67,18 @@ async def table_bytes(saver: Any, thread_id: str) -> tuple[int, int, int]:
 
 
 async def copy_thread(saver: Any, source: str, target: str) -> None:
-    """Store ``source``'s latest checkpoint as ``target``'s, through the saver's ``aput``."""
-    found = await saver.aget_tuple({"configurable": {"thread_id": source}})
-    if found is None or found.pending_writes:
-        raise RuntimeError(f"thread {source} has no settled checkpoint to copy")
-    await saver.aput(
-        {"configurable": {"thread_id": target, "checkpoint_ns": ""}},
-        found.checkpoint,
-        found.metadata,
-        found.checkpoint["channel_versions"],
-    )
+    """Copy every ``checkpoints`` and ``writes`` row of ``source`` to ``target``."""
+    async with saver.lock:
+        for table in ("checkpoints", "writes"):
+            async with saver.conn.execute(f"PRAGMA table_info({table})") as cursor:
+                columns = [row[1] for row in await cursor.fetchall() if row[1] != "thread_id"]
+            names = ", ".join(columns)
+            await saver.conn.execute(
+                f"INSERT INTO {table} (thread_id, {names})"
+                f" SELECT ?, {names} FROM {table} WHERE thread_id = ?",
+                (target, source),
+            )
+        await saver.conn.commit()
 
 
 async def local_turn(app: OracleApp, did: str, thread: str) -> None:
@@ -90,7 +97,7 @@ async def grow(app: OracleApp, did: str, saver: Any) -> dict[str, Any]:
     what each turn adds to the tables.
     """
     per_turn: dict[int, dict[str, int]] = {}
-    last = max(*BYTES_AT, LONG)
+    last = max(*BYTES_AT, LONG) + (SNAPSHOT_PERIOD - 1) * MESSAGES_PER_TURN
     before = await table_bytes(saver, SOURCE)
     for history in range(0, last + 1, MESSAGES_PER_TURN):
         if history in (SHORT, LONG):
@@ -103,8 +110,9 @@ async def grow(app: OracleApp, did: str, saver: Any) -> dict[str, Any]:
             "write_bytes": after[2] - before[2],
         }
         before = after
-    found = await saver.aget_tuple({"configurable": {"thread_id": f"seed-{LONG}"}})
-    messages = found.checkpoint["channel_values"]["messages"]
+    messages = await app.runtime.thread_messages(did, f"seed-{LONG}")
+    if len(messages) != LONG:
+        raise RuntimeError(f"the {LONG}-message copy holds {len(messages)} messages")
     return {
         "per_turn": per_turn,
         "message_list_bytes": len(saver.serde.dumps_typed(messages)[1]),
@@ -166,6 +174,9 @@ async def measure() -> dict[str, Any]:
                 growth["file_bytes"] = file_bytes(path)
                 samples = await time_turns(app, client, user, saver)
     per_turn = growth["per_turn"]
+    window = {
+        h: [per_turn[h + i * MESSAGES_PER_TURN] for i in range(SNAPSHOT_PERIOD)] for h in BYTES_AT
+    }
     latency = {
         path: {size: statistics.median(times) * 1000 for size, times in sizes.items()}
         for path, sizes in samples.items()
@@ -178,6 +189,11 @@ async def measure() -> dict[str, Any]:
         "ratio_local": latency["local"][LONG] / latency["local"][SHORT],
         "ratio_http": latency["http"][LONG] / latency["http"][SHORT],
         "bytes_at": {h: per_turn[h] for h in BYTES_AT},
+        "mean_bytes_at": {
+            h: statistics.fmean(t["checkpoint_bytes"] + t["write_bytes"] for t in turns)
+            for h, turns in window.items()
+        },
+        "snapshot_period": SNAPSHOT_PERIOD,
         "bytes_per_history_message": slope(
             {h: t["checkpoint_bytes"] + t["write_bytes"] for h, t in per_turn.items()}
         ),
@@ -193,14 +209,12 @@ def report(result: dict[str, Any]) -> str:
     """Human-readable figures."""
     short, long = result["short"], result["long"]
     local, remote = result["latency_ms"]["local"], result["latency_ms"]["http"]
-    at = result["bytes_at"]
-    first, last = at[min(at)], at[max(at)]
-    growth = (last["checkpoint_bytes"] + last["write_bytes"]) / (
-        first["checkpoint_bytes"] + first["write_bytes"]
-    )
+    at, means, period = result["bytes_at"], result["mean_bytes_at"], result["snapshot_period"]
+    growth = means[max(means)] / means[min(means)]
     rows = "\n".join(
-        f"    {history:>4} messages: {t['checkpoint_bytes'] + t['write_bytes']:>9,} B/turn "
-        f"({t['rows']} checkpoints {t['checkpoint_bytes']:>9,} B, writes {t['write_bytes']:>6,} B)"
+        f"    {history:>4} messages: {t['checkpoint_bytes'] + t['write_bytes']:>7,} B/turn, "
+        f"mean {means[history]:>7,.0f} ({t['rows']} checkpoints {t['checkpoint_bytes']:>6,} B, "
+        f"writes {t['write_bytes']:>6,} B)"
         for history, t in at.items()
     )
     return "\n".join(
@@ -211,13 +225,15 @@ def report(result: dict[str, Any]) -> str:
             f"{local[long]:6.1f} ms = {result['ratio_local']:.2f}x; target <= 1.5x",
             f"  HTTP + SSE: {short:>3} messages {remote[short]:6.1f} ms, {long} messages "
             f"{remote[long]:6.1f} ms = {result['ratio_http']:.2f}x",
-            "  checkpoint bytes added per turn (SQLite blobs), by history before the turn:",
+            "  checkpoint bytes added per turn (SQLite blobs), by history before the turn;",
+            f"  the mean is over that turn and the next {period - 1} (one full copy of the",
+            f"  message list every {period} turns):",
             rows,
-            f"  {growth:.0f}x from {min(at)} to {max(at)} messages (target: flat): "
+            f"  {growth:.1f}x from {min(at)} to {max(at)} messages, means (target: flat): "
             f"+{result['bytes_per_history_message']:,.0f} B a turn per message of history",
-            "  why: AsyncSqliteSaver.aput stores the whole checkpoint, message list included",
-            f"  ({result['message_list_bytes']:,} B at {result['messages']} messages), "
-            f"once per superstep ({last['rows']} a turn)",
+            "  messages are stored as each step's new writes (LangGraph DeltaChannel), plus the",
+            f"  whole list ({result['message_list_bytes']:,} B at {result['messages']} messages) "
+            f"in one checkpoint every {period} turns",
             f"  after {result['turns_grown']} turns: {result['total_checkpoint_bytes']:,} B "
             f"of checkpoint blobs, {result['file_bytes']:,} B on disk (file + WAL)",
         ]

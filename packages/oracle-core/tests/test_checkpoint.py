@@ -30,7 +30,7 @@ from oracle_core import (
     create_runtime,
     plugin_tool,
 )
-from oracle_core._checkpoint import user_database_name
+from oracle_core._checkpoint import read_thread_state, user_database_name
 from oracle_core.testing import ScriptedChatModel, TestRuntime, call_tool, create_test_runtime
 
 # --- fixtures -------------------------------------------------------------------------
@@ -200,9 +200,7 @@ async def test_checkpoints_survive_closing_and_reopening(tmp_path: Path) -> None
     second_savers = SqliteCheckpointers(base)
     try:
         saver = await second_savers(user_did)
-        found = await saver.aget_tuple(THREAD)
-        assert found is not None
-        values = found.checkpoint["channel_values"]
+        values = await read_thread_state(saver, "test-thread")
         assert values["loaded_plugins"] == ["weather"]
         assert isinstance(values["messages"][0], HumanMessage)
         assert values["messages"][0].text == "load the weather"
@@ -239,12 +237,68 @@ async def test_threads_of_different_users_are_isolated(
     assert [m.text for m in bob_model.calls[0].messages[1:]] == ["I am Bob"]
     assert [m.text for m in result.state["messages"]] == ["I am Bob", "Hi Bob."]
     alice_saver = await sqlite_checkpointers(ALICE)
-    found = await alice_saver.aget_tuple(THREAD)
-    assert found is not None
-    assert [m.text for m in found.checkpoint["channel_values"]["messages"]] == [
-        "I am Alice",
-        "Hi Alice.",
-    ]
+    alice_state = await read_thread_state(alice_saver, "test-thread")
+    assert [m.text for m in alice_state["messages"]] == ["I am Alice", "Hi Alice."]
+
+
+# --- reading threads: messages stored once --------------------------------------------
+
+
+async def test_checkpoints_do_not_repeat_the_message_list(
+    sqlite_checkpointers: SqliteCheckpointers,
+) -> None:
+    model = ScriptedChatModel(
+        [call_tool("load_capability", {"names": ["weather"]}), "Loaded.", "One.", "Two."]
+    )
+    async with await runtime_on(sqlite_checkpointers, model, UserInfo(did=ALICE)) as runtime:
+        for text in ("load the weather", "first", "second"):
+            await runtime.run_turn(text)
+
+    saver = await sqlite_checkpointers(ALICE)
+    stored = [found.checkpoint["channel_values"] async for found in saver.alist(THREAD)]
+    assert len(stored) > 3
+    # Every checkpoint stores its step's new messages as writes, none the whole list.
+    assert all("messages" not in values for values in stored)
+    state = await read_thread_state(saver, "test-thread")
+    assert [m.text for m in state["messages"]][-4:] == ["first", "One.", "second", "Two."]
+    assert len(state["messages"]) == 8
+    assert len({m.id for m in state["messages"]}) == 8
+    assert state["loaded_plugins"] == ["weather"]
+
+
+async def test_read_thread_state_of_an_unknown_thread_is_empty(
+    sqlite_checkpointers: SqliteCheckpointers,
+) -> None:
+    saver = await sqlite_checkpointers(ALICE)
+
+    assert await read_thread_state(saver, "never-used") == {}
+
+
+async def test_threads_stored_with_whole_message_lists_carry_on(
+    sqlite_checkpointers: SqliteCheckpointers,
+) -> None:
+    from langchain.agents import create_agent
+
+    saver = await sqlite_checkpointers(ALICE)
+    # A thread as LangChain's own AgentState stores it: the whole list in every checkpoint.
+    plain = create_agent(ScriptedChatModel(["Hello."]), [], checkpointer=saver)
+    await plain.ainvoke({"messages": [HumanMessage("hi")]}, THREAD)
+    before = await saver.aget_tuple(THREAD)
+    assert before is not None
+    assert [m.text for m in before.checkpoint["channel_values"]["messages"]] == ["hi", "Hello."]
+
+    model = ScriptedChatModel(["Still here."], strict=True)
+    async with await runtime_on(sqlite_checkpointers, model, UserInfo(did=ALICE)) as runtime:
+        result = await runtime.run_turn("still there?")
+        history = await runtime.runtime.thread_messages(ALICE, "test-thread")
+
+    assert [m.text for m in model.calls[0].messages[1:]] == ["hi", "Hello.", "still there?"]
+    expected = ["hi", "Hello.", "still there?", "Still here."]
+    assert [m.text for m in result.state["messages"]] == expected
+    assert [m.text for m in history] == expected
+    after = await saver.aget_tuple(THREAD)
+    assert after is not None
+    assert "messages" not in after.checkpoint["channel_values"]
 
 
 # --- InMemoryCheckpointers ------------------------------------------------------------
@@ -302,8 +356,7 @@ async def test_local_runtime_defaults_to_per_user_sqlite(tmp_path: Path) -> None
     reopened = SqliteCheckpointers(databases[0].parent)
     try:
         saver = await reopened(ALICE)
-        found = await saver.aget_tuple({"configurable": {"thread_id": "t-1"}})
+        state = await read_thread_state(saver, "t-1")
     finally:
         await reopened.aclose()
-    assert found is not None
-    assert [m.text for m in found.checkpoint["channel_values"]["messages"]] == ["hi", "Stored."]
+    assert [m.text for m in state["messages"]] == ["hi", "Stored."]

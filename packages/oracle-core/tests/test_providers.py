@@ -14,12 +14,23 @@ from typing import Any, ClassVar
 
 import pytest
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.runnables import Runnable
 from langchain_openai import ChatOpenAI
+from pydantic import BaseModel
 
+from oracle_core._chat_openai import PassthroughChatOpenAI
 from oracle_core._config import CoreEnv
 from oracle_core._errors import OracleBootError, UnknownModelRoleError
 from oracle_core._providers import (
+    _CLIENT_DEFAULTS,
     NEBIUS_MODELS,
     OPENROUTER_MAIN_FALLBACKS,
     OPENROUTER_MODELS,
@@ -84,6 +95,7 @@ class RecordedRequest:
     path: str
     authorization: str | None
     body: dict[str, Any]
+    raw: bytes
 
 
 @dataclass
@@ -108,9 +120,10 @@ class _ChatCompletionsHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
-        body = json.loads(self.rfile.read(length))
+        raw = self.rfile.read(length)
+        body = json.loads(raw)
         self.server.requests.append(
-            RecordedRequest(self.path, self.headers.get("Authorization"), body)
+            RecordedRequest(self.path, self.headers.get("Authorization"), body, raw)
         )
         if self.path != "/v1/chat/completions":
             self._send(404, "application/json", b'{"error": {"message": "not found"}}')
@@ -759,3 +772,171 @@ def test_sync_invoke_works_too(chat_server: ChatServer) -> None:
 
     assert model.invoke("hi").content == "sync reply"
     assert chat_server.requests[0].body["model"] == "qwen3:14b"
+
+
+# --- PassthroughChatOpenAI: the same requests without the SDK's transform --------------
+
+TOOL_SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
+CONVERSATIONS: dict[str, list[BaseMessage]] = {
+    "plain text": [SystemMessage("You are terse."), HumanMessage("Hi there, ünïcödé 👋")],
+    "tool calls and results": [
+        SystemMessage("You are terse."),
+        HumanMessage("Weather in Oslo and Bergen?"),
+        AIMessage(
+            "Checking both.",
+            tool_calls=[
+                {"name": "get_weather", "args": {"city": "Oslo"}, "id": "call_1"},
+                {"name": "get_weather", "args": {"city": "Bergen"}, "id": "call_2"},
+            ],
+        ),
+        ToolMessage("sunny, 21 °C", tool_call_id="call_1", name="get_weather"),
+        ToolMessage("rain", tool_call_id="call_2", name="get_weather", status="error"),
+        AIMessage("Oslo is sunny; Bergen failed."),
+        HumanMessage("Thanks."),
+    ],
+    "images and files": [
+        HumanMessage(
+            [
+                {"type": "text", "text": "What is in these?"},
+                {
+                    "type": "image_url",
+                    "image_url": {"url": "data:image/png;base64,iVBORw0KGgo=", "detail": "low"},
+                },
+                {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"},
+                {"type": "image", "url": "https://example.org/cat.png"},
+                {
+                    "type": "file",
+                    "base64": "JVBERi0xLjQ=",
+                    "mime_type": "application/pdf",
+                    "filename": "report.pdf",
+                },
+                {"type": "audio", "base64": "UklGRg==", "mime_type": "audio/wav"},
+            ]
+        )
+    ],
+}
+
+
+def plain_and_passthrough(url: str, **params: Any) -> tuple[ChatOpenAI, PassthroughChatOpenAI]:
+    """``ChatOpenAI`` and ``PassthroughChatOpenAI`` built with the same arguments."""
+    kwargs = {**_CLIENT_DEFAULTS, "base_url": url, "api_key": "k", "model": "m", **params}
+    return ChatOpenAI(**kwargs), PassthroughChatOpenAI(**kwargs)
+
+
+async def reply_of(model: Runnable[Any, Any], messages: list[BaseMessage], stream: bool) -> Any:
+    if not stream:
+        return await model.ainvoke(messages)
+    merged: AIMessageChunk | None = None
+    async for chunk in model.astream(messages):
+        merged = chunk if merged is None else merged + chunk
+    return merged
+
+
+def test_provider_models_are_passthrough_chat_openai() -> None:
+    for env in (openrouter_env(), nebius_env(), compatible_env()):
+        assert isinstance(get_provider_chat_model("main", env=env), PassthroughChatOpenAI)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
+@pytest.mark.parametrize("conversation", list(CONVERSATIONS))
+async def test_passthrough_sends_the_same_bytes(
+    chat_server: ChatServer, conversation: str, stream: bool
+) -> None:
+    messages = CONVERSATIONS[conversation]
+    tool_call = {"id": "call_9", "name": "get_weather", "args": {"city": "Tromsø"}}
+    chat_server.replies.extend([ScriptedReply("Done.", [tool_call])] * 2)
+    plain, passthrough = plain_and_passthrough(chat_server.url)
+
+    replies = [
+        await reply_of(model.bind_tools([TOOL_SCHEMA]), messages, stream)
+        for model in (plain, passthrough)
+    ]
+
+    sent, passed = chat_server.requests
+    assert passed.raw == sent.raw
+    assert passed.body["messages"]
+    assert [tool["function"]["name"] for tool in passed.body["tools"]] == ["get_weather"]
+    assert passed.body["stream"] is stream
+    if stream:
+        assert passed.body["stream_options"] == {"include_usage": True}
+    first, second = replies
+    assert second.content == first.content == "Done."
+    assert second.tool_calls == first.tool_calls
+    assert [c["args"] for c in second.tool_calls] == [{"city": "Tromsø"}]
+    assert second.usage_metadata is not None
+    assert second.usage_metadata == first.usage_metadata
+    assert second.usage_metadata["total_tokens"] == 10
+
+
+async def test_passthrough_keeps_request_extras_and_their_order(chat_server: ChatServer) -> None:
+    extras = {"models": list(OPENROUTER_MAIN_FALLBACKS), "provider": {"sort": "latency"}}
+    plain, passthrough = plain_and_passthrough(
+        chat_server.url, extra_body=extras, temperature=0.2, max_tokens=50
+    )
+    for model in (plain, passthrough):
+        await model.ainvoke(CONVERSATIONS["plain text"], stop=["END"])
+
+    sent, passed = chat_server.requests
+    assert passed.raw == sent.raw
+    assert list(passed.body) == list(sent.body)
+    assert passed.body["models"] == list(OPENROUTER_MAIN_FALLBACKS)
+    assert passed.body["stop"] == ["END"]
+
+
+def test_passthrough_moves_messages_and_tools_past_the_transform() -> None:
+    _, passthrough = plain_and_passthrough("http://127.0.0.1:9/v1", extra_body={"ttl": 300})
+
+    payload = passthrough._get_request_payload(
+        CONVERSATIONS["plain text"], tools=[TOOL_SCHEMA], tool_choice="auto"
+    )
+
+    assert payload["messages"] == []
+    assert payload["tools"] == []
+    assert payload["tool_choice"] == "auto"
+    assert payload["extra_body"]["tools"] == [TOOL_SCHEMA]
+    assert [m["role"] for m in payload["extra_body"]["messages"]] == ["system", "user"]
+    assert payload["extra_body"]["ttl"] == 300
+    assert passthrough.extra_body == {"ttl": 300}
+
+
+class Forecast(BaseModel):
+    city: str
+    sky: str
+
+
+async def test_structured_output_keeps_the_sdk_parse_path(chat_server: ChatServer) -> None:
+    chat_server.replies.extend([ScriptedReply('{"city": "Oslo", "sky": "clear"}')] * 2)
+    plain, passthrough = plain_and_passthrough(chat_server.url)
+
+    results = [
+        await model.with_structured_output(Forecast, method="json_schema").ainvoke("Oslo?")
+        for model in (plain, passthrough)
+    ]
+
+    assert results == [Forecast(city="Oslo", sky="clear")] * 2
+    sent, passed = chat_server.requests
+    assert passed.raw == sent.raw
+    assert passed.body["response_format"]["type"] == "json_schema"
+
+
+def test_passthrough_leaves_the_responses_api_alone() -> None:
+    _, passthrough = plain_and_passthrough("http://127.0.0.1:9/v1", use_responses_api=True)
+
+    payload = passthrough._get_request_payload(CONVERSATIONS["plain text"], tools=[TOOL_SCHEMA])
+
+    assert "messages" not in payload
+    assert payload["input"]
+    assert payload["tools"]
+    assert "extra_body" not in payload

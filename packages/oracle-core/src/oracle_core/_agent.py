@@ -14,6 +14,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
 from oracle_core._capabilities import CapabilityCatalog, CatalogEntry, ToolView
+from oracle_core._checkpoint import read_thread_state
 from oracle_core._context import (
     AbortSignal,
     Emitter,
@@ -123,13 +124,10 @@ async def _resolve_text(hook: TextHook | None, ctx: RuntimeContext[Any]) -> str 
 
 async def _load_snapshot(saver: Any, thread_id: str, logger: logging.Logger) -> dict[str, Any]:
     try:
-        found = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
+        return await read_thread_state(saver, thread_id)
     except Exception:
         logger.exception("checkpoint read failed; the turn runs on empty state")
         return {}
-    if found is None:
-        return {}
-    return dict(found.checkpoint.get("channel_values") or {})
 
 
 _DEGRADED_LABELS = {

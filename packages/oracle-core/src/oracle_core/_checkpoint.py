@@ -1,8 +1,9 @@
-"""Per-user checkpointers: one SQLite database per user by default (CORE-54)."""
+"""Per-user checkpointers (one SQLite database per user by default, CORE-54) and reads."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import re
 from pathlib import Path
@@ -11,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["InMemoryCheckpointers", "SqliteCheckpointers", "user_database_name"]
+__all__ = [
+    "InMemoryCheckpointers",
+    "SqliteCheckpointers",
+    "read_thread_state",
+    "user_database_name",
+]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -26,6 +32,43 @@ def user_database_name(user_did: str) -> str:
     readable = _UNSAFE.sub("_", user_did)[:80]
     digest = hashlib.sha256(user_did.encode()).hexdigest()[:12]
     return f"{readable}-{digest}.sqlite"
+
+
+@functools.cache
+def _state_reader() -> Any:
+    """A graph over ``MainAgentState`` whose only use is ``aget_state``.
+
+    A thread's state is not all in its last checkpoint: ``messages`` is a
+    ``DeltaChannel``, rebuilt from earlier checkpoints' writes. ``aget_state`` of a graph
+    with the same channels does that as the agent's own load does; the agent itself is
+    built only after the state is read, so this stand-in with one idle node reads it.
+    """
+    from langgraph.graph import START, StateGraph
+
+    from oracle_core._state import MainAgentState
+
+    def idle(state: MainAgentState) -> None:
+        return None
+
+    graph = StateGraph(MainAgentState)
+    graph.add_node("idle", idle)
+    graph.add_edge(START, "idle")
+    return graph.compile(name="oracle-state-reader")
+
+
+async def read_thread_state(saver: BaseCheckpointSaver[Any], thread_id: str) -> dict[str, Any]:
+    """The state of a main-agent thread as its latest checkpoint records it.
+
+    Args:
+        saver: The user's checkpointer.
+        thread_id: The thread (the session id).
+
+    Returns:
+        The ``MainAgentState`` keys that have a value; ``{}`` for an unknown thread.
+    """
+    reader = _state_reader().copy(update={"checkpointer": saver})
+    snapshot = await reader.aget_state({"configurable": {"thread_id": thread_id}})
+    return dict(snapshot.values)
 
 
 class SqliteCheckpointers:

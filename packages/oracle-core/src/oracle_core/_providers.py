@@ -191,7 +191,8 @@ def get_provider_chat_model(role: str, *, env: CoreEnv, **params: Any) -> BaseCh
         **params: ``ChatOpenAI`` constructor arguments.
 
     Returns:
-        A ``ChatOpenAI`` pointed at the provider's endpoint.
+        A ``ChatOpenAI`` pointed at the provider's endpoint (a ``PassthroughChatOpenAI``,
+        which sends the same requests without the SDK re-validating the history).
 
     Raises:
         UnknownModelRoleError: ``role`` is not a known ``ModelRole``.
@@ -199,7 +200,7 @@ def get_provider_chat_model(role: str, *, env: CoreEnv, **params: Any) -> BaseCh
     """
     _check_role(role)
     check_provider(env)
-    from langchain_openai import ChatOpenAI
+    from oracle_core._chat_openai import PassthroughChatOpenAI
 
     kwargs: dict[str, Any] = {**_CLIENT_DEFAULTS, **_provider_defaults(role, env)}
     for name, value in params.items():
@@ -208,7 +209,7 @@ def get_provider_chat_model(role: str, *, env: CoreEnv, **params: Any) -> BaseCh
         else:
             kwargs[name] = value
     _logger.debug("llm: provider=%s role=%s model=%s", env.llm_provider, role, kwargs.get("model"))
-    return ChatOpenAI(**kwargs)
+    return PassthroughChatOpenAI(**kwargs)
 
 
 def _freeze(value: Any) -> Hashable:

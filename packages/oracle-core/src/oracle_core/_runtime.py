@@ -24,7 +24,7 @@ from oracle_core._boot import (
     warm_plugins,
 )
 from oracle_core._capabilities import meta_tools
-from oracle_core._checkpoint import SqliteCheckpointers
+from oracle_core._checkpoint import SqliteCheckpointers, read_thread_state
 from oracle_core._config import (
     ComposedConfig,
     CoreEnv,
@@ -247,10 +247,8 @@ class OracleRuntime:
         """Messages of a thread from the user's checkpointer (empty when none)."""
         assert self.hooks.checkpointer_for_user is not None
         saver = await self.hooks.checkpointer_for_user(user_did)
-        found = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
-        if found is None:
-            return []
-        return list(found.checkpoint.get("channel_values", {}).get("messages", []))
+        state = await read_thread_state(saver, thread_id)
+        return list(state.get("messages", []))
 
     # -- lifecycle ------------------------------------------------------------------
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Annotated, Any, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, Required, TypedDict
 
 from langchain.agents import AgentState
 from langchain_core.messages import AnyMessage
+from langgraph.channels import DeltaChannel
+from langgraph.graph.message import _messages_delta_reducer
 
 __all__ = [
     "AgentConfigState",
@@ -71,9 +73,41 @@ def merge_dict(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None) 
     return merged
 
 
+MESSAGES_SNAPSHOT_FREQUENCY = 100
+"""Updates of a thread's messages between two checkpoints that hold the whole list.
+
+LangGraph's default. A turn with one tool call makes four updates (question, tool call,
+result, answer), so one checkpoint in about 125 carries the list and a load replays at
+most 100 updates' writes on top of it. Lower values spend bytes (a copy of the list more
+often) and save little: a load builds every message either way.
+"""
+
+ThreadMessages = Annotated[
+    list[AnyMessage],
+    DeltaChannel(_messages_delta_reducer, snapshot_frequency=MESSAGES_SNAPSHOT_FREQUENCY),
+]
+"""The ``messages`` key of a thread, stored as deltas (LangGraph's ``DeltaChannel``, beta).
+
+With LangChain's ``AgentState`` (``add_messages``), LangGraph stores the whole message
+list in every checkpoint, one per superstep: a turn on a 500-message thread wrote the
+500 messages five times. Here each step stores only its new messages (as the writes it
+stores anyway), plus the whole list every ``MESSAGES_SNAPSHOT_FREQUENCY`` updates, and
+loading a thread replays the writes since the last copy. The value is therefore not in a
+checkpoint's ``channel_values``: read it with a graph's ``aget_state``
+(``read_thread_state`` for main-agent threads).
+
+``_messages_delta_reducer`` merges like ``add_messages`` (by id; ``RemoveMessage`` and
+``REMOVE_ALL_MESSAGES``), without raising on unknown ids; LangGraph gives messages their
+ids before storing them. A thread stored with whole lists loads unchanged: the replay
+starts from the last list it finds. PostgreSQL's ``keep_latest`` pruning refuses such
+threads, since older checkpoints are needed to rebuild the newest.
+"""
+
+
 class MainAgentState(AgentState[Any]):
     """State of every main-agent thread (CORE-50). Plugins cannot add keys."""
 
+    messages: Required[ThreadMessages]
     config: NotRequired[Annotated[AgentConfigState, merge_dict]]
     client: NotRequired[Client]
     editor_room_id: NotRequired[str | None]

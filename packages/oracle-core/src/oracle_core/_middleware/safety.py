@@ -45,7 +45,7 @@ class SafetyGuardrailMiddleware(AgentMiddleware[AgentState[Any], Any]):
 
     When the run ends on an AI message without tool calls, ``safety_model`` classifies
     the latest user message and that reply; a verdict containing ``UNSAFE`` replaces the
-    reply (same message id, so ``add_messages`` overwrites it in the thread) with
+    reply (same message id, so the messages reducer overwrites it in the thread) with
     ``refusal``. A classifier error is logged, without any user text, and the reply kept.
 
     The hook returns no ``jump_to``: the framework middleware listed before this one have
