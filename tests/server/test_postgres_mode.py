@@ -25,9 +25,11 @@ async def test_turns_and_history_on_postgresql(serve: Serve, llm: OpenAIDouble) 
     if not url:
         pytest.skip("set ORACLE_TEST_DATABASE_URL to run the PostgreSQL tests")
     llm.add_steps("Stored in PostgreSQL.", "Still there.")
+    # One replica, so no message queue (SRV-54 refuses shared mode without one otherwise).
+    single_replica = {"DATABASE_URL": url, "ALLOW_SINGLE_REPLICA_POSTGRES": "true"}
     user = Ed25519Signer.generate()
     async with (
-        serve(DATABASE_URL=url) as (app, base_url),
+        serve(**single_replica) as (app, base_url),
         httpx.AsyncClient(base_url=base_url) as client,
     ):
         assert app.state.storage.kind == "postgresql"
@@ -39,7 +41,7 @@ async def test_turns_and_history_on_postgresql(serve: Serve, llm: OpenAIDouble) 
         assert reply.json()["message"]["content"] == "Stored in PostgreSQL."
         oracle_did = app.state.oracle_did
     async with (
-        serve(DATABASE_URL=url) as (app, base_url),
+        serve(**single_replica) as (app, base_url),
         httpx.AsyncClient(base_url=base_url) as client,
     ):
         headers = auth_headers(user, oracle_did)

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -25,19 +27,28 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, ConfigDict
 
 from oracle_core import (
+    AmbientServices,
+    CoreEnv,
+    InMemoryBlobStore,
+    LocalSecretsService,
     MainAgentHooks,
     MiddlewareContractError,
     OraclePlugin,
     OracleRunContext,
+    PermissiveUcanService,
     PluginContext,
     PluginManifest,
     PluginSubAgent,
     PluginTool,
+    ProviderLLM,
+    RecordingEventSink,
     RuntimeContext,
     SessionInfo,
     TurnRequest,
+    UnavailableMatrixService,
     UserInfo,
     Visibility,
+    create_runtime,
     plugin_tool,
 )
 from oracle_core.testing import ScriptedChatModel, call_tool, create_test_runtime
@@ -667,6 +678,99 @@ async def test_main_model_comes_from_the_main_role_by_default() -> None:
 
     assert result.text == "From main."
     assert other.calls == []
+
+
+class RecordingLLM:
+    """An ``LLMAccessor`` over the real provider that records what the runtime asks for."""
+
+    def __init__(self, provider: ProviderLLM) -> None:
+        self.provider = provider
+        self.requests: list[tuple[str, dict[str, Any], BaseChatModel]] = []
+
+    def get(self, role: str, **params: Any) -> BaseChatModel:
+        model = self.provider.get(role, **params)
+        self.requests.append((role, params, model))
+        return model
+
+
+def selecting(model: str | None, session_id: str = "thread-m") -> TurnRequest:
+    return TurnRequest(
+        user=UserInfo(did="did:key:ada"),
+        session=SessionInfo(id=session_id),
+        message="hello",
+        model=model,
+    )
+
+
+async def test_a_selected_model_replaces_only_the_main_model_id(tmp_path: Path) -> None:
+    env = {
+        "ORACLE_BACKEND": "local",
+        "LLM_PROVIDER": "openai-compatible",
+        "OPENAI_COMPATIBLE_BASE_URL": "http://127.0.0.1:9/v1",
+        "OPENAI_COMPATIBLE_MODEL": "big-model",
+        "OPENAI_COMPATIBLE_ROLE_MODELS": "subagent=small-model",
+        "SQLITE_DATABASE_PATH": str(tmp_path),
+    }
+    recorders: list[RecordingLLM] = []
+
+    def services(core: CoreEnv) -> AmbientServices:
+        recorders.append(RecordingLLM(ProviderLLM(core)))
+        return AmbientServices(
+            secrets=LocalSecretsService(),
+            blob_store=InMemoryBlobStore(),
+            matrix=UnavailableMatrixService(),
+            ucan=PermissiveUcanService(),
+            events=RecordingEventSink(),
+            llm=recorders[0],
+        )
+
+    runtime = await create_runtime(
+        {"name": "Model Oracle"},
+        plugins=[WeatherPlugin()],
+        discover_entry_points=False,
+        env=env,
+        services=services,
+    )
+    async with runtime:
+        await runtime.build_agent(selecting("small-model"))
+        await runtime.build_agent(selecting(None))
+
+    main = [(params, model) for role, params, model in recorders[0].requests if role == "main"]
+    assert [params for params, _ in main] == [{"model": "small-model"}, {}]
+    (_, picked), (_, default) = main
+    assert isinstance(picked, ChatOpenAI)
+    assert isinstance(default, ChatOpenAI)
+    assert (picked.model_name, default.model_name) == ("small-model", "big-model")
+    # Same provider settings: only the model id differs.
+    assert picked.openai_api_base == default.openai_api_base == "http://127.0.0.1:9/v1"
+    assert picked.stream_usage
+    assert default.stream_usage
+
+
+async def test_a_selected_model_reaches_the_resolve_model_hook() -> None:
+    roles: list[tuple[str, dict[str, Any]]] = []
+    hosted = ScriptedChatModel(["From the host model."], on_exhausted="repeat_last")
+
+    def resolve_model(role: str, **params: Any) -> BaseChatModel:
+        roles.append((role, params))
+        return hosted
+
+    async with await create_test_runtime(
+        plugins=[WeatherPlugin()], hooks=MainAgentHooks(resolve_model=resolve_model)
+    ) as runtime:
+        await runtime.runtime.build_agent(selecting("small-model"))
+        await runtime.runtime.build_agent(selecting(None))
+
+    assert roles == [("main", {"model": "small-model"}), ("main", {})]
+
+
+async def test_an_injected_test_model_ignores_the_selected_model() -> None:
+    main = ScriptedChatModel(["Still scripted."])
+    async with await create_test_runtime(plugins=[WeatherPlugin()], model=main) as runtime:
+        state = await runtime.runtime.run_turn(selecting("any-model-id"))
+
+    assert state["messages"][-1].text == "Still scripted."
+    assert len(main.calls) == 1
 
 
 async def test_built_agent_carries_input_context_and_config() -> None:

@@ -366,18 +366,28 @@ async def test_minting_is_delegated_to_a_configured_minter() -> None:
 # --- Matrix (CORE-49) -----------------------------------------------------------------
 
 
-async def test_local_matrix_raises_service_unavailable() -> None:
+async def test_local_matrix_raises_not_configured() -> None:
     matrix = UnavailableMatrixService().for_user(UserInfo(did=ALICE))
 
-    with pytest.raises(ServiceUnavailableError) as info:
+    with pytest.raises(NotConfiguredError) as info:
         await matrix.post_to_room("!room:server", {"body": "hi"})
-    assert info.value.code == "service.unavailable"
+    assert info.value.code == "service.not_configured"
+    assert "not configured" in info.value.message
     assert info.value.hint is not None
     assert "ORACLE_BACKEND" in info.value.hint
-    with pytest.raises(ServiceUnavailableError):
-        await matrix.get_room_state("!room:server")
-    with pytest.raises(ServiceUnavailableError):
-        await matrix.get_event_by_id("!room:server", "$event")
+    # "Off" is not "down": a plugin catching ServiceUnavailableError for an outage must
+    # not mistake a deployment without Matrix for one.
+    assert not isinstance(info.value, ServiceUnavailableError)
+    calls = [
+        matrix.get_room_state("!room:server"),
+        matrix.get_event_by_id("!room:server", "$event"),
+        matrix.user_room_id(),
+        matrix.get_state_event("!room:server", "m.room.name"),
+        matrix.set_state_event("!room:server", "m.room.name", {"name": "x"}),
+    ]
+    for call in calls:
+        with pytest.raises(NotConfiguredError):
+            await call
 
 
 # --- events ---------------------------------------------------------------------------

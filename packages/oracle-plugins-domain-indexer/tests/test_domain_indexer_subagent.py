@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from oracle_core import InMemoryCheckpointers, MainAgentHooks
 from oracle_core.testing import (
     ScriptedChatModel,
+    TestRuntime,
     call_tool,
     create_test_runtime,
     reply,
@@ -63,6 +64,21 @@ async def run_sub_agent(
     seen = [m for m in sub.calls[-1].messages if isinstance(m, ToolMessage)]
     assert len(seen) == len(inner_calls)
     return seen
+
+
+@pytest.fixture
+async def runtime(indexer: DomainIndexerDouble) -> AsyncIterator[TestRuntime]:
+    """The plugin on the double, for calling the sub-agent's tools directly."""
+    async with await create_test_runtime(
+        plugins=[DomainIndexerPlugin()], config={"DOMAIN_INDEXER_URL": indexer.base_url}
+    ) as rt:
+        yield rt
+
+
+async def answer(runtime: TestRuntime, tool: str, args: Mapping[str, Any]) -> Any:
+    """A sub-agent tool's answer, decoded, as the sub-agent model would read it."""
+    raw = await runtime.invoke_tool(tool, dict(args), sub_agent="call_domain_indexer_agent")
+    return json.loads(raw)
 
 
 def payload(message: BaseMessage) -> Any:
@@ -136,13 +152,10 @@ async def test_search_sends_query_limit_scopes_and_filters(indexer: DomainIndexe
 
 
 async def test_search_defaults_to_ten_results_of_domain_cards(
-    indexer: DomainIndexerDouble,
+    indexer: DomainIndexerDouble, runtime: TestRuntime
 ) -> None:
-    seen = await run_sub_agent(
-        indexer.base_url, [("domain_indexer_search", {"query": "carbon credits"})]
-    )
+    body = await answer(runtime, "domain_indexer_search", {"query": "carbon credits"})
     assert indexer.searches()[0].params == [("q", "carbon credits"), ("limit", "10")]
-    body = payload(seen[0])
     assert {hit["scope"] for hit in body["results"]} == {"domain_cards"}
     # Both words match both cards: equal scores, ordered by id.
     assert [hit["record"]["name"] for hit in body["results"]] == [
@@ -151,31 +164,26 @@ async def test_search_defaults_to_ten_results_of_domain_cards(
     ]
 
 
-async def test_filters_of_other_scopes_reach_the_indexer(indexer: DomainIndexerDouble) -> None:
-    seen = await run_sub_agent(
-        indexer.base_url,
-        [
-            (
-                "domain_indexer_search",
-                {
-                    "query": "summit workshops",
-                    "scopes": "events",
-                    "filters": {"event.location": "cape town", "event.from": "2026-01-01"},
-                },
-            )
-        ],
+async def test_filters_of_other_scopes_reach_the_indexer(runtime: TestRuntime) -> None:
+    body = await answer(
+        runtime,
+        "domain_indexer_search",
+        {
+            "query": "summit workshops",
+            "scopes": "events",
+            "filters": {"event.location": "cape town", "event.from": "2026-01-01"},
+        },
     )
-    body = payload(seen[0])
     assert [hit["id"] for hit in body["results"]] == ["event:carbon-week-2026"]
 
 
-async def test_card_is_trimmed_to_the_essential_fields(indexer: DomainIndexerDouble) -> None:
-    seen = await run_sub_agent(
-        indexer.base_url,
-        [("get_domain_card", {"did": WATER}), ("get_domain_card", {"did": COOKSTOVES})],
-    )
+async def test_card_is_trimmed_to_the_essential_fields(
+    indexer: DomainIndexerDouble, runtime: TestRuntime
+) -> None:
+    water = await answer(runtime, "get_domain_card", {"did": WATER})
+    cookstoves = await answer(runtime, "get_domain_card", {"did": COOKSTOVES})
     full = indexer.card(WATER)
-    assert payload(seen[0]) == {
+    assert water == {
         "id": WATER,
         "name": "Clean Water Collective",
         "description": full["description"],
@@ -188,7 +196,7 @@ async def test_card_is_trimmed_to_the_essential_fields(indexer: DomainIndexerDou
     }
     assert "raw_credential" in full  # the double served more than the tool kept
     # A lone entity type becomes a list.
-    assert payload(seen[1])["entity_type"] == ["project"]
+    assert cookstoves["entity_type"] == ["project"]
     assert indexer.requests[0].path == f"/domain-cards/{WATER}"
 
 
@@ -298,11 +306,11 @@ def test_argument_models_explain_what_is_wrong() -> None:
     )
 
 
-async def test_a_did_cannot_reach_another_route(indexer: DomainIndexerDouble) -> None:
-    seen = await run_sub_agent(
-        indexer.base_url, [("get_domain_card", {"did": "did:x/../../search?q=water"})]
-    )
-    assert payload(seen[0]) == {"error": "Domain card not found"}
+async def test_a_did_cannot_reach_another_route(
+    indexer: DomainIndexerDouble, runtime: TestRuntime
+) -> None:
+    card = await answer(runtime, "get_domain_card", {"did": "did:x/../../search?q=water"})
+    assert card == {"error": "Domain card not found"}
     assert indexer.searches() == []
     [lookup] = indexer.requests
     assert lookup.path.startswith("/domain-cards/did:x/")

@@ -214,17 +214,22 @@ async def test_the_store_follows_the_deployment(tmp_path: Path) -> None:
     )
     assert no_room is None
 
-    # Matrix configured but not ready: an error, never a silent switch to SQLite.
-    with pytest.raises(ServiceUnavailableError):
-        await open_store(
-            config=ixo,
-            matrix=StartingMatrix(),
-            user_did=ALICE.did,
-            cache=cache,
-            logger=LOGGER,
-        )
-    with pytest.raises(ServiceUnavailableError):
-        await open_store(config=ixo, matrix=None, user_did=ALICE.did, cache=cache, logger=LOGGER)
+    # Matrix configured but not ready: an error, never a silent switch to SQLite, whatever
+    # the configuration says (only NotConfiguredError means "no Matrix").
+    for config in (ixo, local):
+        with pytest.raises(ServiceUnavailableError):
+            await open_store(
+                config=config,
+                matrix=StartingMatrix(),
+                user_did=ALICE.did,
+                cache=cache,
+                logger=LOGGER,
+            )
+    # A context without a Matrix accessor has no Matrix either.
+    without = await open_store(
+        config=local, matrix=None, user_did=ALICE.did, cache=cache, logger=LOGGER
+    )
+    assert isinstance(without, SqlitePreferences)
 
 
 async def test_a_starting_matrix_layer_degrades_without_breaking_the_turn() -> None:

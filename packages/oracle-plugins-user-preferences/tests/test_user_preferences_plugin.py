@@ -132,6 +132,12 @@ async def test_agent_name_replaces_the_name_throughout_an_operator_opening() -> 
         assert prompt is not None
         assert prompt.startswith("You are Nova. Nova helps with research; Adaline is her cat.")
         assert "- Your name: Nova" in prompt
+        # The core prompt itself carries the name (no middleware rewrites the model call).
+        built = await rt.build("again")
+        assert built.prompt.sections[0].text == (
+            "You are Nova. Nova helps with research; Adaline is her cat."
+        )
+        assert "user-preferences" not in {b.name for b in rt.runtime.booted if b.middlewares}
 
 
 async def test_the_tool_merges_writes_the_compressed_form_and_applies_from_the_next_message() -> (

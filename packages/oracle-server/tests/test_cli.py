@@ -97,6 +97,35 @@ async def test_chat_stream_shows_text_and_tool_calls(
     assert "Nothing loaded yet." in out
 
 
+async def test_chat_sends_the_chosen_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with OpenAIDouble(["From small.", "From the default."]) as double:
+        env = {**local_env(tmp_path, double), "OPENAI_COMPATIBLE_ROLE_MODELS": "subagent=small"}
+        app = await create_oracle_app(
+            {"name": "CLI Oracle"},
+            env=env,
+            discover_entry_points=False,
+            skip_graceful_shutdown=True,
+        )
+        from oracle_server.testing import auth_headers
+        from oracle_ucan import Ed25519Signer
+
+        async with serving(app) as base_url:
+            headers = auth_headers(Ed25519Signer.generate(), app.state.oracle_did)
+            async with httpx.AsyncClient(base_url=base_url, headers=headers) as client:
+                session_id = (await client.post("/sessions")).json()["sessionId"]
+                await _stream_turn(client, session_id, "hi", model="small")
+                await _stream_turn(client, session_id, "hi")
+                await _stream_turn(client, session_id, "hi", model="unknown")
+    out = capsys.readouterr().out
+    assert [r.model for r in double.requests] == ["small", "double-model"]
+    assert "From small." in out
+    assert "From the default." in out
+    assert "error 400:" in out
+    assert "message.model_unknown" in out
+
+
 async def test_serve_answers_health_and_stops_on_sigint(tmp_path: Path) -> None:
     from oracle_server.testing import free_port
 

@@ -18,7 +18,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from oracle_core import AuthExcludedRoute, EnvValidationError, OraclePlugin, PluginContext
+from oracle_core import (
+    AuthExcludedRoute,
+    EnvValidationError,
+    OraclePlugin,
+    PluginContext,
+    route_context,
+)
 from oracle_server import AuthData, HTTPError, OracleApp, create_oracle_app
 from oracle_server.testing import OpenAIDouble, auth_headers, serving
 from oracle_ucan import Ed25519Signer, delegate
@@ -41,6 +47,14 @@ async def plugin_public(request: Request) -> Response:
     return JSONResponse({"public": True})
 
 
+async def plugin_whoami(request: Request) -> Response:
+    """A plugin's protected route that needs the caller's runtime context."""
+    ctx = route_context(request)
+    return JSONResponse(
+        {"did": ctx.user.did, "plugin": ctx.plugin_name, "request_id": ctx.session.request_id}
+    )
+
+
 async def host_hello(request: Request) -> Response:
     """A host route."""
     return JSONResponse({"hello": "host"})
@@ -54,6 +68,7 @@ class RoutesPlugin(OraclePlugin):
     def get_routes(self, ctx: PluginContext[Any]) -> list[BaseRoute]:
         return [
             Route("/plugin/ping", plugin_ping, methods=["GET"]),
+            Route("/plugin/whoami", plugin_whoami, methods=["GET"]),
             Route("/plugin/public/{item}", plugin_public, methods=["GET"]),
         ]
 
@@ -91,6 +106,14 @@ async def test_plugin_and_host_routes_honour_exclusions(app: OracleApp) -> None:
         assert (await client.get("/host/hello")).json() == {"hello": "host"}
         wrong_method = await client.post("/plugin/public/x")
         assert wrong_method.status_code == 401  # only GET is excluded
+
+
+async def test_plugin_routes_get_the_authenticated_callers_context(app: OracleApp) -> None:
+    user = Ed25519Signer.generate()
+    headers = {**auth_headers(user, app.state.oracle_did), "x-request-id": "req-42"}
+    async with client_for(app) as client:
+        answer = await client.get("/plugin/whoami", headers=headers)
+    assert answer.json() == {"did": user.did(), "plugin": "routes-plugin", "request_id": "req-42"}
 
 
 def ixo_env(tmp_path: Path, **extra: str) -> dict[str, str]:

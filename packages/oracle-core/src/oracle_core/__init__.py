@@ -35,6 +35,7 @@ from oracle_core._errors import (
     OracleBootError,
     OracleConfigError,
     OracleError,
+    RouteContextError,
     ServiceUnavailableError,
     UnknownModelRoleError,
 )
@@ -68,6 +69,7 @@ from oracle_core._prompt import (
     PromptSlot,
     SystemPrompt,
     compose_system_prompt,
+    inline_prompt_value,
 )
 from oracle_core._providers import PROVIDERS, ProviderLLM, get_provider_chat_model
 from oracle_core._registries import AuthExcludedRoute, Registries
@@ -81,6 +83,7 @@ from oracle_core._resolution import (
     SoftDependencyGap,
 )
 from oracle_core._router import LexicalCapabilityRouter
+from oracle_core._routes import ROUTE_RUNTIME_APP_STATE, ROUTE_USER_SCOPE_STATE, route_context
 from oracle_core._runtime import OracleRuntime, create_runtime
 from oracle_core._services import (
     AmbientServices,
@@ -127,6 +130,8 @@ __all__ = [
     "PROMPT_SLOTS",
     "PROVIDERS",
     "RESERVED_MIDDLEWARE_NAMES",
+    "ROUTE_RUNTIME_APP_STATE",
+    "ROUTE_USER_SCOPE_STATE",
     "AbortSignal",
     "Accessor",
     "AmbientServices",
@@ -190,6 +195,7 @@ __all__ = [
     "ReadonlyState",
     "RecordingEventSink",
     "Registries",
+    "RouteContextError",
     "RouterInput",
     "RuntimeContext",
     "SafetyGuardrailMiddleware",
@@ -222,8 +228,10 @@ __all__ = [
     "define_oracle_plugin",
     "get_provider_chat_model",
     "hookimpl",
+    "inline_prompt_value",
     "not_a_hook",
     "plugin_tool",
+    "route_context",
     "sub_agent_tool_name",
     "user_database_name",
     "validate_manifest",

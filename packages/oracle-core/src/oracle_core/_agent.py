@@ -59,6 +59,13 @@ class TurnRequest:
         state: Server-supplied state for the turn (``browser_tools``, ``ag_actions``,
             ``editor_room_id``, …); it wins over plugin turn state.
         abort_signal: Set by the server when the client goes away.
+        model: A model id for this turn's main agent; ``None`` keeps the ``main`` role's
+            model. It is passed as ``model=`` to ``hooks.resolve_model`` when set, else to
+            the provider, which keeps the role's settings (endpoint, key, extras). Only the
+            main agent changes: sub-agents and the other roles keep their models. The
+            caller checks the id (the server against ``GET /models``); a hook or model
+            accessor that ignores ``model=``, like the test runtime's injected models,
+            keeps serving its own model.
     """
 
     user: UserInfo
@@ -66,6 +73,7 @@ class TurnRequest:
     message: str | BaseMessage | None = None
     state: Mapping[str, Any] = field(default_factory=dict)
     abort_signal: AbortSignal | None = None
+    model: str | None = None
 
     def message_text(self) -> str:
         """Text of the user's message ('' when none)."""
@@ -291,10 +299,13 @@ class AgentBuilder:
             ctx, contributions, degraded, saver, preloaded
         )
         prompt = await self._prompt(ctx, thread_loaded, contributions, degraded)
+        # A selected model replaces the role's model id only, so the provider's settings
+        # for ``main`` stay; without one the call is exactly ``resolve_model("main")``.
+        selected: dict[str, Any] = {} if turn.model is None else {"model": turn.model}
         model = (
-            rt.hooks.resolve_model("main")
+            rt.hooks.resolve_model("main", **selected)
             if rt.hooks.resolve_model is not None
-            else rt.ambient.llm.get("main")
+            else rt.ambient.llm.get("main", **selected)
         )
         static = [(i, t) for i, t in enumerate(tools) if id(t) in static_ids]
         per_turn = [(i, t) for i, t in enumerate(tools) if id(t) not in static_ids]

@@ -13,6 +13,7 @@ __all__ = [
     "OracleBootError",
     "OracleConfigError",
     "OracleError",
+    "RouteContextError",
     "ServiceUnavailableError",
     "UnknownModelRoleError",
 ]
@@ -103,6 +104,17 @@ class NotConfiguredError(OracleError):
     """An ambient service was used that this deployment does not configure."""
 
     code = "service.not_configured"
+
+
+class RouteContextError(OracleError):
+    """``route_context`` found no runtime or no authenticated user on the request.
+
+    ``code`` is ``route.no_runtime`` (the app serving the request exposes no oracle
+    runtime: a deployment error) or ``route.unauthenticated`` (no authenticated user:
+    answer 401).
+    """
+
+    code = "route.no_runtime"
 
 
 class ServiceUnavailableError(OracleError):

@@ -42,7 +42,8 @@ class MainAgentHooks:
 
     Attributes:
         resolve_model: ``(role, **params) -> BaseChatModel``; the runtime calls it only as
-            ``resolve_model("main")``.
+            ``resolve_model("main")``, or ``resolve_model("main", model=id)`` when the turn
+            selects a model (``TurnRequest.model``).
         checkpointer_for_user: ``async (user_did) -> BaseCheckpointSaver``.
         get_room_title: ``async (room_id) -> str``; adds the ``page-context`` middleware.
         safety_model: A chat model that answers ``SAFE``/``UNSAFE``; adds

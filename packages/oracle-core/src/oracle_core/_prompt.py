@@ -8,6 +8,7 @@ composing is a pure function: the same inputs, with a fixed clock, give the same
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,8 +21,10 @@ from oracle_core._state import USER_CONTEXT_SLOTS
 from oracle_core._tokens import count_tokens, estimate_tokens
 
 __all__ = [
+    "AGENT_NAME_MAX_CHARS",
     "CAPABILITY_BUDGET_TOKENS",
     "DEFAULT_OPERATIONAL_MODE",
+    "ENTITY_DID_MAX_CHARS",
     "PROMPT_SLOTS",
     "CapabilityEntry",
     "PromptInputs",
@@ -32,6 +35,7 @@ __all__ = [
     "capability_budget",
     "compose_system_prompt",
     "identity_line",
+    "inline_prompt_value",
     "tier1_entry",
     "time_line",
 ]
@@ -49,6 +53,22 @@ DEFAULT_OPERATIONAL_MODE = (
     "General: help with whatever the user asks, using the capabilities available to you."
 )
 """Section 12 text when neither a plugin block nor ``hooks.operational_mode`` sets one."""
+
+AGENT_NAME_MAX_CHARS = 80
+"""Longest ``user_preferences.agent_name`` put in the identity line; longer is cut."""
+
+ENTITY_DID_MAX_CHARS = 200
+"""Longest ``current_entity_did`` shown in section 9; longer is cut."""
+
+_CURRENT_TIME_MAX_CHARS = 64
+_PREFERENCE_MAX_CHARS = 200
+
+# Characters that could start a new prompt line or hide text from a reader: C0/C1
+# controls (newlines included), Unicode line/paragraph separators, zero-width and
+# bidirectional-override characters, and the byte-order mark.
+_UNSAFE_INLINE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2069\ufeff]"
+)
 
 CAPABILITIES_HEADING = "## Available Capabilities"
 CUSTOM_INSTRUCTIONS_HEADING = "## Custom Instructions"
@@ -129,10 +149,13 @@ class PromptInputs:
         timezone: ``user.timezone``; an invalid IANA name means UTC.
         current_time: ``user.current_time`` (ISO 8601); else now in the zone.
         now: Clock for "now", for deterministic output; a naive value is taken as UTC.
-        current_entity_did: The entity the user works in.
+        current_entity_did: The entity the user works in, as the client reported it;
+            section 9 shows it through ``inline_prompt_value`` (one line, at most
+            ``ENTITY_DID_MAX_CHARS`` characters).
         secret_names: Names from the user's secret index; values never reach here.
         user_secrets_context: ``hooks.user_secrets_context``; replaces the name bullets.
-        user_preferences: ``state.user_preferences``.
+        user_preferences: ``state.user_preferences``; its ``agent_name``, when set,
+            also replaces the oracle's name in section 1 (``identity_line``).
         plugin_blocks: ``PromptSlot`` → text, merged from ``get_prompt_blocks``.
         operational_mode: ``hooks.operational_mode``.
         editor_section: ``hooks.editor_section``.
@@ -207,6 +230,31 @@ def _text(value: str | None) -> str | None:
     return value.strip()
 
 
+def inline_prompt_value(value: object, max_chars: int) -> str | None:
+    """Client- or user-supplied text made safe to interpolate inside one prompt line.
+
+    Values such as the current entity's DID or the name a user gave the oracle arrive
+    from clients; a newline in one would let it start its own ``# heading`` or bullet
+    and pass for operator text. Control and invisible characters become spaces, runs
+    of whitespace collapse to one space, and the result is cut to ``max_chars``.
+
+    Args:
+        value: The untrusted value; anything but a ``str`` counts as absent.
+        max_chars: Longest result; a longer value is cut and ends with ``…``.
+
+    Returns:
+        One line of at most ``max_chars`` characters, or ``None`` when nothing is left.
+    """
+    if not isinstance(value, str):
+        return None
+    text = " ".join(_UNSAFE_INLINE.sub(" ", value).split())
+    if not text:
+        return None
+    if len(text) > max_chars:
+        text = text[: max_chars - 1].rstrip() + "…"
+    return text
+
+
 def _titled(heading: str, body: str) -> str:
     # Hook and plugin blocks ported from the TypeScript runtime usually carry their own
     # "## ..." heading; adding ours on top would print two.
@@ -215,18 +263,30 @@ def _titled(heading: str, body: str) -> str:
     return f"{heading}\n{body}"
 
 
-def identity_line(config: OracleConfig) -> str:
+def identity_line(config: OracleConfig, agent_name: str | None = None) -> str:
     """Section 1: ``prompt.opening`` verbatim, else the CORE-67 fallback.
+
+    ``agent_name`` is the name the user chose for the oracle
+    (``state.user_preferences["agent_name"]``, which a plugin sets through
+    ``get_turn_state``). When given, it replaces ``config.name``: in the fallback
+    line, and as a whole word throughout an operator's ``prompt.opening``. It is
+    reduced to one line of at most ``AGENT_NAME_MAX_CHARS`` characters first.
 
     Args:
         config: The oracle config.
+        agent_name: The user's name for the oracle, if any.
 
     Returns:
         For example ``You are Ada, an AI agent operated by Acme. Helps with research.``
     """
-    if config.prompt.opening is not None:
-        return config.prompt.opening
     name = config.name.strip()
+    chosen = inline_prompt_value(agent_name, AGENT_NAME_MAX_CHARS)
+    if config.prompt.opening is not None:
+        if chosen is None or not name or chosen == name:
+            return config.prompt.opening
+        whole_word = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)")
+        return whole_word.sub(lambda _match: chosen, config.prompt.opening)
+    name = chosen or name
     org = _text(config.org)
     description = _text(config.description)
     line = f"You are {name}, an AI agent operated by {org}." if org else f"You are {name}."
@@ -323,7 +383,8 @@ def time_line(timezone: str | None, current_time: str | None, now: datetime | No
         ``{current_time} ({timezone})``, e.g. ``2025-03-01T09:30:00+01:00 (Europe/Paris)``.
     """
     key, zone = _zone(timezone)
-    stamp = _text(current_time)
+    # The client supplies the time; it must not open a line of its own.
+    stamp = inline_prompt_value(current_time, _CURRENT_TIME_MAX_CHARS)
     if stamp is None:
         moment = now if now is not None else datetime.now(UTC)
         if moment.tzinfo is None:
@@ -383,7 +444,13 @@ def _preferences(preferences: Mapping[str, Any] | None) -> str | None:
     lines = []
     for key, label in _PREFERENCE_LABELS.items():
         value = preferences.get(key)
-        text = None if value is None else _text(str(value))
+        if key == "custom_instructions":
+            # The user's own standing instructions: several lines are legitimate.
+            text = None if value is None else _text(str(value))
+        else:
+            # One-line values the user typed: they must not open a heading or bullet.
+            limit = AGENT_NAME_MAX_CHARS if key == "agent_name" else _PREFERENCE_MAX_CHARS
+            text = None if value is None else inline_prompt_value(str(value), limit)
         if text:
             lines.append(f"- {label}: {text}")
     if not lines:
@@ -414,6 +481,10 @@ def _degraded(failures: Sequence[tuple[str, str]], block: str | None) -> str | N
 def compose_system_prompt(inputs: PromptInputs) -> SystemPrompt:
     """Compose the system prompt from its sixteen sections (CORE-65).
 
+    Values that clients or users supply and that sit inside a line (the user's name for
+    the oracle, the current entity, the current time) go through
+    ``inline_prompt_value``, so none of them can start a heading or a line of its own.
+
     Args:
         inputs: The resolved inputs of one build.
 
@@ -430,10 +501,12 @@ def compose_system_prompt(inputs: PromptInputs) -> SystemPrompt:
     composio = _text(inputs.composio_context) or _text(blocks.get("composio_context"))
     editor = _text(inputs.editor_section) or _text(blocks.get("editor_section"))
     style = _text(prompt.communication_style)
-    entity = _text(inputs.current_entity_did)
+    # The client supplies the entity: one line, capped, so it cannot add a heading.
+    entity = inline_prompt_value(inputs.current_entity_did, ENTITY_DID_MAX_CHARS)
+    preferences = inputs.user_preferences or {}
 
     candidates: list[tuple[int, str, str | None]] = [
-        (1, "identity", identity_line(inputs.config)),
+        (1, "identity", identity_line(inputs.config, preferences.get("agent_name"))),
         (2, "capabilities_note", _text(prompt.capabilities)),
         (3, "capability_block", capability_block(inputs.plugins)),
         (

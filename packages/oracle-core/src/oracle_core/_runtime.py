@@ -32,7 +32,14 @@ from oracle_core._config import (
     compose_config,
     load_oracle_config,
 )
-from oracle_core._context import OracleIdentity, PluginContext
+from oracle_core._context import (
+    OracleIdentity,
+    PluginContext,
+    RuntimeContext,
+    SessionInfo,
+    SharedState,
+    UserInfo,
+)
 from oracle_core._discovery import discover_plugins
 from oracle_core._errors import OracleBootError
 from oracle_core._hookcall import MISSING, HookCaller
@@ -234,6 +241,32 @@ class OracleRuntime:
         if self._closed:
             raise RuntimeError("runtime is closed")
         return await self._builder.build(turn)
+
+    def request_context(
+        self,
+        user: UserInfo,
+        *,
+        plugin: str | None = None,
+        session: SessionInfo | None = None,
+    ) -> RuntimeContext[Any]:
+        """A ``RuntimeContext`` for ``user`` outside a turn (plugin routes, jobs).
+
+        The same services a turn gets (secrets, blob store, Matrix, UCAN scoped to
+        ``user``; models; shared state; events), over an empty thread: ``history`` is
+        empty and ``loaded_plugins`` holds the ``always`` plugins. Plugin route handlers
+        get one through ``route_context(request)``. Like a turn's, it must not be kept.
+
+        Args:
+            user: The authenticated user.
+            plugin: Scope it to this plugin (its logger and ``plugin_config``).
+            session: The session, when there is one; default ``SessionInfo(id="")``.
+        """
+        if self._closed:
+            raise RuntimeError("runtime is closed")
+        turn = TurnRequest(user=user, session=session or SessionInfo(id=""))
+        shared = SharedState(self.registries.shared_state, None, self.logger)
+        ctx = self._builder._base_context(turn, {}, self.always_plugins, shared)
+        return ctx.for_plugin(plugin) if plugin else ctx
 
     async def run_turn(self, turn: TurnRequest) -> dict[str, Any]:
         """Build and invoke the agent for ``turn``; returns the final state."""

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from oracle_core._errors import CapabilityDeniedError, NotConfiguredError, ServiceUnavailableError
+from oracle_core._errors import CapabilityDeniedError, NotConfiguredError
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -188,7 +188,12 @@ class InMemoryBlobStore:
 
 
 class MatrixAccessor(Protocol):
-    """Scoped Matrix operations; plugins never get the raw client."""
+    """Scoped Matrix operations; plugins never get the raw client.
+
+    Every operation may raise ``NotConfiguredError`` when this oracle has no Matrix
+    (``ORACLE_BACKEND=local``) and ``ServiceUnavailableError`` when Matrix is configured
+    but cannot be reached right now.
+    """
 
     async def post_to_room(self, room_id: str, content: Mapping[str, Any]) -> str:
         """Post an ``m.room.message`` and return its event id."""
@@ -228,9 +233,12 @@ class MatrixService(Protocol):
 
 
 class _UnavailableMatrix:
-    def _fail(self) -> ServiceUnavailableError:
-        return ServiceUnavailableError(
-            "Matrix is not available with ORACLE_BACKEND=local",
+    def _fail(self) -> NotConfiguredError:
+        # "Off", not "down": plugins with a local fallback switch to it on this error,
+        # while ServiceUnavailableError stays reserved for a configured Matrix that
+        # cannot be reached right now.
+        return NotConfiguredError(
+            "Matrix is not configured for this oracle",
             hint="set ORACLE_BACKEND=ixo and the MATRIX_* variables to use Matrix",
         )
 
@@ -258,7 +266,13 @@ class _UnavailableMatrix:
 
 
 class UnavailableMatrixService:
-    """Local backend: every Matrix operation raises ``ServiceUnavailableError``."""
+    """No Matrix (``ORACLE_BACKEND=local``, or Matrix turned off).
+
+    Every operation raises ``NotConfiguredError`` (code ``service.not_configured``):
+    Matrix is off, and retrying will not help. A server's Matrix layer that is
+    configured but not reachable yet raises ``ServiceUnavailableError`` instead, so a
+    plugin can tell "off" (use a local fallback) from "down" (degrade for now).
+    """
 
     def for_user(self, user: UserInfo) -> MatrixAccessor:
         return _UnavailableMatrix()

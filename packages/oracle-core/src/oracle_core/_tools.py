@@ -25,7 +25,11 @@ __all__ = [
     "sub_agent_tool_name",
 ]
 
-Effect = Literal["read", "write"]
+Effect = Literal["read", "write", "destructive"]
+"""What calling a tool does: ``read`` changes nothing; ``write`` changes something;
+``destructive`` deletes or overwrites what cannot be restored (a ``write`` that hosts
+may want a human to approve). Listed in ``load_capability`` results; ``tool-retry``
+never re-runs ``write`` or ``destructive`` tools."""
 ModelRole = Literal["main", "subagent", "utility", "vision", "guard", "routing", "session-title"]
 MODEL_ROLES: tuple[str, ...] = (
     "main",
@@ -57,7 +61,8 @@ class PluginTool(BaseModel):
             sees. ``handler`` receives a validated instance.
         handler: ``(args, rt_ctx)``, sync or async.
         visibility: ``None`` inherits the plugin manifest's.
-        effect: ``"write"`` tools are never re-run by ``tool-retry``.
+        effect: ``"read"``, ``"write"`` or ``"destructive"`` (see ``Effect``);
+            ``write`` and ``destructive`` tools are never re-run by ``tool-retry``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
@@ -221,7 +226,7 @@ class ToolInfo(BaseModel):
         name: Tool name as bound (``call_…`` for sub-agents).
         owner: Owning plugin, or ``None`` for the meta-tools.
         visibility: Effective visibility (tool's own, else the plugin manifest's).
-        effect: ``"read"``, ``"write"`` or unknown.
+        effect: ``"read"``, ``"write"``, ``"destructive"`` or unknown.
     """
 
     model_config = ConfigDict(frozen=True)

@@ -126,7 +126,8 @@ def get_routes(ctx: PluginContext[Any]) -> list[Any]:  # type: ignore[empty-body
     Receives: ``ctx``.
 
     Returns: a list of Starlette routes; they are authenticated unless listed by
-    ``get_auth_excluded_routes``.
+    ``get_auth_excluded_routes``. A handler gets the caller's ``RuntimeContext``
+    (user, ambient services, this plugin's config) from ``route_context(request)``.
 
     If it raises: boot fails.
     """

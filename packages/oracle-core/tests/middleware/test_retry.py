@@ -81,6 +81,13 @@ async def send_payment() -> str:
 
 
 @tool
+async def wipe() -> str:
+    """A destructive call that fails."""
+    attempt("wipe")
+    raise RuntimeError("gateway timeout")
+
+
+@tool
 async def aborted() -> str:
     """The client went away."""
     attempt("aborted")
@@ -90,6 +97,7 @@ async def aborted() -> str:
 INDEX = {
     "send_payment": ToolInfo(name="send_payment", owner="pay", visibility="always", effect="write"),
     "broken": ToolInfo(name="broken", owner="data", visibility="always", effect="read"),
+    "wipe": ToolInfo(name="wipe", owner="data", visibility="always", effect="destructive"),
 }
 
 
@@ -97,7 +105,7 @@ async def run(tool_name: str, backoff: float = 0.0) -> ToolMessage:
     ATTEMPTS.clear()
     graph: Any = create_agent(
         script(tool_name),
-        [flaky, broken, send_payment, aborted],
+        [flaky, broken, send_payment, wipe, aborted],
         middleware=[ToolRetryMiddleware(INDEX, backoff_seconds=backoff)],
     )
     result = await graph.ainvoke({"messages": [("user", "go")]})
@@ -131,6 +139,14 @@ async def test_write_tool_is_never_re_run() -> None:
     answer = await run("send_payment")
 
     assert ATTEMPTS == {"send_payment": 1}
+    assert answer.status == "error"
+    assert "RuntimeError: gateway timeout" in answer.text
+
+
+async def test_destructive_tool_is_never_re_run() -> None:
+    answer = await run("wipe")
+
+    assert ATTEMPTS == {"wipe": 1}
     assert answer.status == "error"
     assert "RuntimeError: gateway timeout" in answer.text
 

@@ -285,6 +285,84 @@ async def test_invoke_tool_refuses_unknown_names_and_sub_agents(probe: Probe) ->
             await runtime.invoke_tool("call_planner_agent", {"task": "x"})
 
 
+class ScoutPlugin(OraclePlugin):
+    """Two sub-agents; ``lookup`` is a tool only they can call, ``locate`` only ``finder``."""
+
+    name = "scout"
+    version = "0.1.0"
+    manifest = PluginManifest(
+        title="Scout", summary="Finds places.", when_to_use=["places"], visibility="always"
+    )
+    config_schema = WeatherConfig
+
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+
+    def get_sub_agents(self, ctx: PluginContext[Any]) -> list[PluginSubAgent]:
+        probe = self.probe
+
+        def tool(name: str, answer: str) -> PluginTool:
+            def handler(args: CityArgs, rt_ctx: RuntimeContext[Any]) -> dict[str, Any]:
+                probe.contexts.append(rt_ctx)
+                return {"city": args.city, "by": answer}
+
+            return PluginTool(
+                name=name, description=f"{name} a city.", args_schema=CityArgs, handler=handler
+            )
+
+        return [
+            PluginSubAgent(
+                name="finder",
+                description="Finds places.",
+                system_prompt="Find.",
+                tools=[tool("lookup", "finder"), tool("locate", "finder")],
+            ),
+            PluginSubAgent(
+                name="mapper",
+                description="Maps places.",
+                system_prompt="Map.",
+                tools=lambda _ctx: [tool("lookup", "mapper")],
+            ),
+        ]
+
+
+async def test_invoke_tool_reaches_tools_only_a_sub_agent_sees(probe: Probe) -> None:
+    runtime = await create_test_runtime(
+        plugins=[ScoutPlugin(probe)],
+        config={"WEATHER_UNITS": "imperial"},
+        state={"space_id": "parent-space"},
+    )
+    async with runtime:
+        assert "locate" not in await runtime.list_tools()
+        located = await runtime.invoke_tool("locate", {"city": "Oslo"}, tool_call_id="c-1")
+        first = await runtime.invoke_tool("lookup", {"city": "Bergen"})
+        mapped = await runtime.invoke_tool("lookup", {"city": "Bergen"}, sub_agent="mapper")
+        by_tool_name = await runtime.invoke_tool(
+            "lookup", {"city": "Bergen"}, sub_agent="call_mapper_agent"
+        )
+        with pytest.raises(ValidationError):
+            await runtime.invoke_tool("locate", {"town": "Oslo"})
+        with pytest.raises(KeyError, match="in sub-agents: locate, lookup"):
+            await runtime.invoke_tool("nowhere", {})
+        with pytest.raises(KeyError, match="no sub-agent named 'nobody'"):
+            await runtime.invoke_tool("lookup", {"city": "x"}, sub_agent="nobody")
+        with pytest.raises(KeyError, match="locate"):
+            await runtime.invoke_tool("locate", {"city": "x"}, sub_agent="mapper")
+
+    assert json.loads(located) == {"city": "Oslo", "by": "finder"}
+    assert json.loads(first) == {"city": "Bergen", "by": "finder"}  # first sub-agent wins
+    assert json.loads(mapped) == json.loads(by_tool_name) == {"city": "Bergen", "by": "mapper"}
+    ctx = probe.contexts[0]
+    # The context a sub-agent's tool gets: the plugin's scope, the call id, the user,
+    # and no parent state (a sub-agent sees none of the thread).
+    assert ctx.plugin_name == "scout"
+    assert ctx.plugin_config.WEATHER_UNITS == "imperial"
+    assert ctx.tool_call_id == "c-1"
+    assert ctx.user.did == runtime.user.did
+    assert ctx.history.state.get("space_id") is None
+    assert probe.contexts[1].tool_call_id == "call_test"
+
+
 async def test_model_calls_do_go_through_plugin_middleware(probe: Probe) -> None:
     model = ScriptedChatModel(
         [

@@ -49,7 +49,8 @@ async def test_default_tools_are_prefixed_and_bound_verbatim(
         assert bound[name].args_schema == wire.parameters
         assert bound[name].description == wire.description
     assert built.tool_infos["memory-engine__search_memory_engine"].effect == "read"
-    assert built.tool_infos["memory-engine__clear"].effect == "write"
+    assert built.tool_infos["memory-engine__clear"].effect == "destructive"
+    assert built.tool_infos["memory-engine__add_memory"].effect == "write"
     assert built.degraded == []
 
 

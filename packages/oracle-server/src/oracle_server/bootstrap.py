@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp
 
 from oracle_core import (
+    ROUTE_RUNTIME_APP_STATE,
     AmbientServices,
     AuthExcludedRoute,
     CoreEnv,
@@ -37,6 +38,7 @@ from oracle_core import (
 )
 from oracle_core._resolution import PluginStatusChangeEvent
 from oracle_server.auth import Authenticator
+from oracle_server.controlbus import ControlBus
 from oracle_server.errors import (
     HTTPError,
     handle_http_error,
@@ -71,7 +73,7 @@ from oracle_server.routes import (
     system_routes,
 )
 from oracle_server.runs import create_run_log
-from oracle_server.settings import ServerSettings, load_settings
+from oracle_server.settings import ServerSettings, check_replica_bus, load_settings
 from oracle_server.state import ServerState
 from oracle_server.titles import UNTITLED, fallback_title, generate_title, has_title_model
 from oracle_server.turnlock import create_turn_locks
@@ -117,7 +119,10 @@ def oracle_signer(settings: ServerSettings) -> Ed25519Signer | None:
 
 def _model_list(core: CoreEnv) -> list[dict[str, Any]]:
     if core.llm_provider == "openai-compatible" and core.openai_compatible_model:
-        ids = [core.openai_compatible_model, *core.role_models().values()]
+        roles = core.role_models()
+        # The default is what the main agent runs: the ``main`` role's model when set.
+        ids = [roles.get("main", core.openai_compatible_model), *roles.values()]
+        ids.append(core.openai_compatible_model)
     else:
         ids = [core.llm_provider]
     unique = list(dict.fromkeys(ids))
@@ -130,6 +135,8 @@ class OracleApp:
     # --- socket.io gateway (SRV-47 … 54): set by create_oracle_app ---
     gateway: SocketGateway | None = None
     """The socket.io gateway: plugin events to session rooms, browser-tool round trips."""
+    control_bus: ControlBus | None = None
+    """With ``SOCKETIO_MESSAGE_QUEUE``: client results and aborts between replicas."""
     # --- end socket.io gateway ---
 
     def __init__(self, state: ServerState, asgi: ASGIApp, *, skip_graceful_shutdown: bool) -> None:
@@ -233,6 +240,9 @@ class OracleApp:
             lambda: state.runner.drain(float(state.settings.shutdown_drain_seconds)),
             state.finish_background,
             *([matrix.flush] if matrix is not None else []),
+            # After the drain, so the last events of the drained turns reach other replicas.
+            *([self.gateway.close_queue] if self.gateway is not None else []),
+            *([self.control_bus.aclose] if self.control_bus is not None else []),
             state.checkpointers.aclose,
             state.storage.close,
             state.runner.locks.aclose,
@@ -277,10 +287,28 @@ async def create_oracle_app(
     """
     environment = dict(os.environ if env is None else env)
     settings = load_settings(environment)
+    check_replica_bus(settings)
     log = logger or logging.getLogger("oracle")
     signer = oracle_signer(settings)
     oracle_did = settings.oracle_did or (signer.did() if signer else "")
-    storage = await Storage.open(database_url(settings.database_url, settings.sqlite_database_path))
+    queue = settings.socketio_message_queue
+    control_bus = ControlBus(queue) if queue else None
+    if control_bus is not None:
+        # First, so that a replica that cannot reach the bus fails before opening anything
+        # else; until the handlers are attached below there is no turn to abort or settle.
+        try:
+            await control_bus.start()
+        except BaseException:
+            await control_bus.aclose()
+            raise
+    try:
+        storage = await Storage.open(
+            database_url(settings.database_url, settings.sqlite_database_path)
+        )
+    except BaseException:
+        if control_bus is not None:
+            await control_bus.aclose()
+        raise
     checkpointers = await open_checkpointers(
         storage.kind,
         storage.url if storage.kind == "postgresql" else settings.sqlite_database_path,
@@ -293,7 +321,7 @@ async def create_oracle_app(
     # --- socket.io gateway (SRV-47 … 54): rooms get plugin events; frontend-tools plugin ---
     from oracle_server.frontend_tools import FrontendToolsPlugin
 
-    gateway = SocketGateway(settings, sessions)
+    gateway = SocketGateway(settings, sessions, bus=control_bus)
     events.broadcast = gateway.broadcast
     plugins = [*plugins, FrontendToolsPlugin(gateway)]
     # --- end socket.io gateway ---
@@ -369,6 +397,8 @@ async def create_oracle_app(
     except BaseException:
         await checkpointers.aclose()
         await storage.close()
+        if control_bus is not None:
+            await control_bus.aclose()
         raise
     booted["runtime"] = runtime
     resolver = (
@@ -450,6 +480,12 @@ async def create_oracle_app(
     )
     if matrix is not None:
         matrix.start_turn = runner.start
+    # --- replicas (SRV-54): aborts and client results reach the replica running the turn ---
+    if control_bus is not None:
+        runner.abort_elsewhere = control_bus.abort_elsewhere
+        control_bus.handle_abort(runner.abort_here)
+        gateway.start_queue()
+    # --- end replicas ---
     state = ServerState(
         runtime=runtime,
         settings=settings,
@@ -518,6 +554,8 @@ async def create_oracle_app(
     )
 
     starlette.state.oracle = state
+    # Plugin route handlers reach the runtime through core's route_context(request).
+    setattr(starlette.state, ROUTE_RUNTIME_APP_STATE, runtime)
     # --- OpenAPI + offline Swagger UI (SRV-36): keep after every other route is added ---
     from oracle_server.docs_ui import mount_api_docs
 
@@ -536,6 +574,7 @@ async def create_oracle_app(
         state, gateway.asgi_app(starlette), skip_graceful_shutdown=skip_graceful_shutdown
     )
     oracle_app.gateway = gateway
+    oracle_app.control_bus = control_bus
     # --- end socket.io gateway ---
     return oracle_app
 

@@ -3,7 +3,7 @@
     oracle serve [--app module:factory] [--host H] [--port P]
     oracle inspect [--app module:factory]
     oracle token [--ttl SECONDS]
-    oracle chat [--url URL] [--session ID]
+    oracle chat [--url URL] [--session ID] [--model ID]
 
 ``--app`` names an async factory returning an ``OracleApp`` (default: an oracle of the
 installed plugins, named by ``ORACLE_NAME``). ``token`` and ``chat`` work in local mode
@@ -158,11 +158,15 @@ async def _chat(args: argparse.Namespace) -> None:
                 return
             if not text.strip():
                 return
-            await _stream_turn(client, session_id, text)
+            await _stream_turn(client, session_id, text, model=args.model)
 
 
-async def _stream_turn(client: Any, session_id: str, text: str) -> None:
-    body = {"message": text, "stream": True}
+async def _stream_turn(
+    client: Any, session_id: str, text: str, *, model: str | None = None
+) -> None:
+    body: dict[str, Any] = {"message": text, "stream": True}
+    if model is not None:
+        body["model"] = model
     async with client.stream("POST", f"/messages/{session_id}", json=body) as response:
         if response.status_code != 200:
             print(f"error {response.status_code}: {(await response.aread()).decode()}")
@@ -204,6 +208,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     chat = commands.add_parser("chat", help="talk to an oracle in the terminal")
     chat.add_argument("--url", default="http://127.0.0.1:3000")
     chat.add_argument("--session")
+    chat.add_argument("--model", help="a model id listed by GET /models (default: the oracle's)")
     args = parser.parse_args(argv)
     if args.command == "token":
         print(dev_token(args.ttl))

@@ -81,7 +81,11 @@ class SendMessageDto(_Dto):
     timezone: str | None = None
     home_server: str | None = None
     metadata: dict[str, Any] | None = None
-    model: str | None = None
+    model: str | None = Field(
+        None,
+        description="Runs the turn's main agent with this id from `GET /models`; "
+        "absent or null: the default. An unlisted id answers 400 `message.model_unknown`.",
+    )
 
     @field_validator("message")
     @classmethod

@@ -81,6 +81,11 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
             statusCode={"type": "integer", "description": "Equals the HTTP status."},
             message={"anyOf": [{"type": "string"}, _STRINGS]},
             error={"type": "string", "description": "The reason phrase of the status."},
+            code={
+                "type": "string",
+                "description": "A stable error code, when the error has one "
+                "(e.g. `message.model_unknown`).",
+            },
             outstandingClaims={**_STRINGS, "description": "402 only: unpaid claim ids."},
             claims={**_STRINGS, "description": "402 only: the same ids as outstandingClaims."},
         ),
@@ -289,6 +294,10 @@ _BUILTIN: dict[tuple[str, str], _Operation] = {
                     },
                 },
             },
+            "400": _error(
+                "Invalid body (`message` lists the problems), or a `model` that "
+                "`GET /models` does not list (`code`: `message.model_unknown`)."
+            ),
             "404": _error("Session not found."),
             "409": _error("A turn is already running, or the turn was aborted."),
         },

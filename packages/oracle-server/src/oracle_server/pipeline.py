@@ -18,7 +18,7 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from oracle_core import AuthExcludedRoute
+from oracle_core import ROUTE_USER_SCOPE_STATE, AuthExcludedRoute, UserInfo
 from oracle_server.auth import AuthData, Authenticator
 from oracle_server.errors import HTTPError, error_response
 from oracle_server.ratelimit import RateLimiter
@@ -249,6 +249,12 @@ class ProtectionMiddleware:
             if not path.startswith(THROTTLE_EXEMPT):
                 await self._throttle(f"did:{auth.did}", protection.throttle_limit)
             state["auth"] = auth
+            # What core's route_context(request) reads for plugin route handlers.
+            state[ROUTE_USER_SCOPE_STATE] = UserInfo(
+                did=auth.did,
+                ucan_delegation=auth.delegation.raw if auth.delegation else None,
+                timezone=auth.timezone,
+            )
         except HTTPError as error:
             await error.response()(scope, receive, send)
             return

@@ -16,7 +16,7 @@ from pydantic import (
 
 from oracle_core import EnvValidationError
 
-__all__ = ["MATRIX_REQUIRED", "ServerSettings", "load_settings"]
+__all__ = ["MATRIX_REQUIRED", "ServerSettings", "check_replica_bus", "load_settings"]
 
 
 def _strict_bool(value: object) -> object:
@@ -29,6 +29,8 @@ def _strict_bool(value: object) -> object:
 
 
 EnvBool = Annotated[bool, BeforeValidator(_strict_bool)]
+
+QUEUE_SCHEMES = ("redis", "rediss", "unix")
 
 MATRIX_REQUIRED = (
     "MATRIX_BASE_URL",
@@ -54,6 +56,8 @@ class ServerSettings(BaseModel):
     database_url: str | None = Field(None, alias="DATABASE_URL")
     sqlite_database_path: str = Field("./data/sqlite", alias="SQLITE_DATABASE_PATH")
     redis_url: str | None = Field(None, alias="REDIS_URL")
+    socketio_message_queue: str | None = Field(None, alias="SOCKETIO_MESSAGE_QUEUE")
+    allow_single_replica_postgres: EnvBool = Field(False, alias="ALLOW_SINGLE_REPLICA_POSTGRES")
     throttle_limit: int = Field(10, alias="THROTTLE_LIMIT", ge=1)
     throttle_ttl_seconds: int = Field(60, alias="THROTTLE_TTL_SECONDS", ge=1)
     frontend_tool_timeout_ms: int = Field(15000, alias="FRONTEND_TOOL_TIMEOUT_MS", ge=1)
@@ -89,6 +93,20 @@ class ServerSettings(BaseModel):
     @classmethod
     def _origins(cls, value: str) -> str:
         return ",".join(o.strip() for o in value.split(",") if o.strip()) or "*"
+
+    @field_validator("socketio_message_queue")
+    @classmethod
+    def _queue_url(cls, value: str | None) -> str | None:
+        # The control bus speaks redis-py, so only the URLs redis-py opens are accepted.
+        if value is not None and value.partition("://")[0] not in QUEUE_SCHEMES:
+            raise ValueError("must be a Redis URL: redis://host:6379/0, rediss://… or unix://…")
+        return value
+
+    @property
+    def shared_storage(self) -> bool:
+        """Whether ``DATABASE_URL`` is PostgreSQL (shared mode, SRV-55)."""
+        scheme = (self.database_url or "").partition("://")[0]
+        return scheme.split("+", 1)[0] in ("postgresql", "postgres")
 
     @property
     def is_local(self) -> bool:
@@ -136,3 +154,30 @@ def load_settings(env: Mapping[str, str]) -> ServerSettings:
                 ]
             )
     return settings
+
+
+def check_replica_bus(settings: ServerSettings) -> None:
+    """Refuse shared mode without a message queue (SRV-54).
+
+    PostgreSQL storage is what several replicas use; without ``SOCKETIO_MESSAGE_QUEUE``
+    their socket.io rooms, browser-tool results and aborts would each stay on one replica.
+    ``ALLOW_SINGLE_REPLICA_POSTGRES=true`` declares that only one replica runs.
+
+    Raises:
+        EnvValidationError: shared mode, no queue, and no single-replica declaration.
+    """
+    if (
+        settings.shared_storage
+        and not settings.socketio_message_queue
+        and not settings.allow_single_replica_postgres
+    ):
+        raise EnvValidationError(
+            [
+                "[boot-error] Plugin 'server' env validation failed for "
+                "'SOCKETIO_MESSAGE_QUEUE': boot.replicas.queue_missing: DATABASE_URL is "
+                "PostgreSQL (shared mode, for several replicas) but no message queue is set, "
+                "so socket.io rooms, browser-tool results and aborts would not reach the "
+                "replica running a turn; set SOCKETIO_MESSAGE_QUEUE=redis://<host>:6379/0, "
+                "or ALLOW_SINGLE_REPLICA_POSTGRES=true if only one replica runs"
+            ]
+        )

@@ -53,7 +53,11 @@ EVENT_NAMES = {
 
 @dataclass(frozen=True)
 class TurnInput:
-    """Everything a turn needs from the request."""
+    """Everything a turn needs from the request.
+
+    ``model`` is a checked model id for the main agent (``None``: the default); see
+    ``TurnRequest.model``.
+    """
 
     auth: AuthData
     session_id: str
@@ -62,6 +66,7 @@ class TurnInput:
     client: str = "portal"
     state: Mapping[str, Any] = field(default_factory=dict)
     timezone: str | None = None
+    model: str | None = None
 
 
 class TurnStream:
@@ -216,6 +221,11 @@ class TurnRunner:
         stored_delegation: The user's stored delegation (raw), adopted for the turn when
             the request brought none (SRV-42).
         runs: The run log (in memory by default).
+
+    Attributes:
+        abort_elsewhere: With several replicas (SRV-54), asks the others to abort the
+            caller's turns of a session (``(user_did, session_id) -> aborted``); ``None``
+            with one replica.
     """
 
     def __init__(
@@ -239,6 +249,7 @@ class TurnRunner:
         self.stored_delegation = stored_delegation
         self.runs: RunLog = runs or MemoryRunLog()
         self.active: dict[str, list[ActiveTurn]] = {}
+        self.abort_elsewhere: Callable[[str, str], Awaitable[bool]] | None = None
         # Every turn task until it has fully ended, post-turn work included: the
         # shutdown waits for these, not only for the turns still running.
         self._tasks: set[asyncio.Task[None]] = set()
@@ -298,8 +309,16 @@ class TurnRunner:
         return list(self.active.get(session_id, []))
 
     async def abort(self, user_did: str, session_id: str) -> bool:
-        """Abort the caller's turns in ``session_id`` (running and queued); ``False`` when
-        there is none."""
+        """Abort the caller's turns in ``session_id`` (running and queued), here and, with
+        several replicas, on the others; ``False`` when there is none."""
+        aborted = await self.abort_here(user_did, session_id)
+        if self.abort_elsewhere is not None:
+            aborted = await self.abort_elsewhere(user_did, session_id) or aborted
+        return aborted
+
+    async def abort_here(self, user_did: str, session_id: str) -> bool:
+        """Abort the caller's turns in ``session_id`` in this process; ``False`` when there
+        is none."""
         aborted = False
         for turn in self.turns_of(session_id):
             if turn.user_did != user_did or turn.task is None or turn.task.done():
@@ -416,6 +435,7 @@ class TurnRunner:
                 message=turn_input.message,
                 state=turn_input.state,
                 abort_signal=turn.abort_signal,
+                model=turn_input.model,
             )
         )
         stream = turn.stream

@@ -9,6 +9,10 @@ everything else to Starlette, so socket traffic never enters the HTTP pipeline (
 - Server → client: plugin events (``rt_ctx.emit``) reach the session's room; the frontend
   round trips (``call_browser_tool``, ``call_action``) wait for the client's answer.
 - Delivery is fire-and-forget: nothing is buffered for sockets that join later.
+- Several replicas (``SOCKETIO_MESSAGE_QUEUE``, SRV-54): rooms span the replicas through
+  python-socketio's ``AsyncRedisManager``, and a client result for a call that another
+  replica waits for is forwarded on the :class:`~oracle_server.controlbus.ControlBus`.
+  Without a queue nothing of this runs: rooms and results stay in this process.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oracle_core import OracleEvent
 from oracle_server.auth import AuthData, Authenticator
+from oracle_server.controlbus import ControlBus
 from oracle_server.errors import HTTPError
 from oracle_server.persistence import Sessions
 from oracle_server.settings import ServerSettings
@@ -46,6 +51,7 @@ __all__ = [
     "CLIENT_EVENTS",
     "MAX_FRAME_BYTES",
     "SERVER_EVENTS",
+    "SOCKETIO_CHANNEL",
     "SOCKETIO_PATH",
     "BoundSocket",
     "FrontendToolError",
@@ -57,6 +63,9 @@ __all__ = [
 logger = logging.getLogger("oracle.server.ws")
 
 SOCKETIO_PATH = "socket.io"
+SOCKETIO_CHANNEL = "oracle:socketio"
+"""The Redis channel of the rooms (python-socketio's default, ``socketio``, is not
+prefixed, and deployments may share a Redis)."""
 MAX_FRAME_BYTES = 1024 * 1024
 REFUSED = "unauthorized"
 SHUTTING_DOWN = "Server shutting down"
@@ -79,6 +88,10 @@ SERVER_EVENTS = (
 # Sent with the payload itself as the argument; every other event travels in the
 # `{eventName, payload}` envelope, the only form the SDK's catch-all handler reads (SRV-50).
 BARE_EVENTS = frozenset({"action_call", "browser_tool_call"})
+OUTCOMES: dict[str, Callable[[Mapping[str, Any]], Outcome]] = {
+    "browser_tool": browser_tool_outcome,
+    "action": action_outcome,
+}
 
 SessionIdleHandler = Callable[[str, str], Awaitable[None] | None]
 """``(session_id, user_did)``, called when the last socket of a session disconnects."""
@@ -137,6 +150,9 @@ class SocketGateway:
         sessions: Where handshakes check that the session belongs to the caller.
         authenticator: Validates the handshake's UCANs; until one is attached every
             handshake is refused.
+        bus: The replicas' control bus (with ``SOCKETIO_MESSAGE_QUEUE``): client results
+            for calls this replica does not wait for are forwarded on it, and results
+            forwarded by other replicas settle the calls waiting here.
 
     Attributes:
         sio: The python-socketio ``AsyncServer``.
@@ -148,13 +164,20 @@ class SocketGateway:
         sessions: Sessions,
         *,
         authenticator: Authenticator | None = None,
+        bus: ControlBus | None = None,
     ) -> None:
         origins = settings.cors_origins()
         any_origin = origins == ["*"]
         self.settings = settings
         self.sessions = sessions
         self.authenticator = authenticator
+        self.bus = bus
+        queue = settings.socketio_message_queue
+        self._shared_rooms = bool(queue)
         self.sio: Any = socketio.AsyncServer(
+            client_manager=(
+                socketio.AsyncRedisManager(queue, channel=SOCKETIO_CHANNEL) if queue else None
+            ),
             async_mode="asgi",
             cors_allowed_origins="*" if any_origin else origins,
             cors_credentials=not any_origin,
@@ -181,6 +204,8 @@ class SocketGateway:
         }
         for name, handler in handlers.items():
             self.sio.on(name, handler)
+        if bus is not None:
+            bus.handle_settle(self._settle_forwarded)
 
     # -- wiring -----------------------------------------------------------------------
 
@@ -192,6 +217,37 @@ class SocketGateway:
         """
         app = socketio.ASGIApp(self.sio, other_asgi_app=other, socketio_path=SOCKETIO_PATH)
         return _ShutdownFirst(cast(ASGIApp, app), self.aclose)
+
+    def start_queue(self) -> None:
+        """Start listening to the rooms' message queue now (no-op without a queue).
+
+        python-socketio would start it with the first socket; a replica must hear the
+        room events of other replicas' turns from its first socket's first moment.
+        """
+        if self._shared_rooms and not self.sio.manager_initialized:
+            self.sio.manager_initialized = True
+            self.sio.manager.initialize()
+
+    async def close_queue(self) -> None:
+        """Stop the rooms' message-queue listener and close its Redis connections.
+
+        python-socketio's ``shutdown`` leaves them open. Call it after the turns drained,
+        so their last events still reach the sockets on other replicas.
+        """
+        if not self._shared_rooms:
+            return
+        manager = self.sio.manager
+        listener: asyncio.Task[Any] | None = getattr(manager, "thread", None)
+        if listener is not None:
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
+        for resource in (getattr(manager, "pubsub", None), getattr(manager, "redis", None)):
+            if resource is not None:
+                try:
+                    await resource.aclose()
+                except Exception as exc:
+                    logger.debug("socket.io queue close: %r", exc)
+        manager.connected = False
 
     def on_session_idle(self, handler: SessionIdleHandler) -> None:
         """Call ``handler(session_id, user_did)`` when a session's last socket leaves.
@@ -246,9 +302,12 @@ class SocketGateway:
     def broadcast(self, event: OracleEvent) -> None:
         """Deliver a plugin event to the sockets of its session (``ServerEventSink``).
 
-        Never blocks: the emit runs as a task on the serving loop.
+        Never blocks: the emit runs as a task on the serving loop. With a message queue
+        every event is published, since sockets of the session may be on other replicas.
         """
-        if not event.session_id or event.session_id not in self._rooms:
+        if not event.session_id:
+            return
+        if not self._shared_rooms and event.session_id not in self._rooms:
             return
         name, data = socket_message(event)
         self._spawn(self.sio.emit(name, data, room=event.session_id))
@@ -409,7 +468,7 @@ class SocketGateway:
         }
         # python-socketio acknowledges the handshake after this handler returns; emitting
         # from a task sends `connected` after that acknowledgement, never before it.
-        self._spawn(self.sio.emit("connected", connected, to=sid))
+        self._spawn(self.sio.emit("connected", connected, to=sid, ignore_queue=True))
 
     async def _on_disconnect(self, sid: str, reason: Any = None) -> None:
         bound = self._sockets.pop(sid, None)
@@ -436,8 +495,12 @@ class SocketGateway:
         bound = self._sockets.get(sid)
         if bound is None:
             return
+        # The socket is on this replica: no need to go through the message queue.
         await self.sio.emit(
-            event, {**fields, "sessionId": bound.session_id, "timestamp": timestamp()}, to=sid
+            event,
+            {**fields, "sessionId": bound.session_id, "timestamp": timestamp()},
+            to=sid,
+            ignore_queue=True,
         )
 
     async def _on_ping(self, sid: str, data: Any = None) -> None:
@@ -487,8 +550,24 @@ class SocketGateway:
         settled = self._pending.settle(
             call_id, session_id=bound.session_id, kind=kind, outcome=outcome(data)
         )
-        if not settled:
+        if settled:
+            return
+        if self.bus is not None:
+            # The turn waiting for it may run on another replica (SRV-54).
+            self._spawn(self.bus.publish_settle(kind, bound.session_id, call_id, data))
+        else:
             logger.debug("dropped a %s result for call %s", kind, call_id)
+
+    def _settle_forwarded(
+        self, kind: str, session_id: str, call_id: str, data: Mapping[str, Any]
+    ) -> bool:
+        """Settle a call waiting here with a result that a socket on another replica got."""
+        outcome = OUTCOMES.get(kind)
+        if outcome is None:
+            return False
+        return self._pending.settle(
+            call_id, session_id=session_id, kind=cast(CallKind, kind), outcome=outcome(data)
+        )
 
 
 class _ShutdownFirst:

@@ -212,7 +212,13 @@ async def test_shared_mode_keeps_matrix_for_the_chat_log_only(
         pytest.skip("set ORACLE_TEST_DATABASE_URL to run the PostgreSQL tests")
     user = blocksync.add_user(Ed25519Signer.generate())
     env = node_env(
-        synapse, account, tmp_path / "node", llm=llm, blocksync=blocksync, DATABASE_URL=url
+        synapse,
+        account,
+        tmp_path / "node",
+        llm=llm,
+        blocksync=blocksync,
+        DATABASE_URL=url,
+        ALLOW_SINGLE_REPLICA_POSTGRES="true",  # one node: no message queue needed (SRV-54)
     )
     async with (
         matrix_user(synapse, user.did(), tmp_path / "user-store") as reader,

@@ -34,10 +34,11 @@ _MAX_BACKOFF_SECONDS = 1.0
 
 
 class ToolRetryMiddleware(AgentMiddleware[AgentState[Any], Any]):
-    """Runs a failed tool once more, except ``write`` tools (CORE-79).
+    """Runs a failed tool once more, except ``write`` and ``destructive`` tools (CORE-79).
 
-    A tool that raises is re-run once after ``backoff_seconds``; ``write`` tools are never
-    re-run, since the first attempt may have changed something. The final failure becomes
+    A tool that raises is re-run once after ``backoff_seconds``; ``write`` and
+    ``destructive`` tools are never re-run, since the first attempt may have changed
+    something. The final failure becomes
     an error ``ToolMessage`` with the exception type and message. Argument-validation
     errors, ``GraphBubbleUp`` and cancellation propagate untouched.
 
@@ -63,7 +64,8 @@ class ToolRetryMiddleware(AgentMiddleware[AgentState[Any], Any]):
 
     def _may_retry(self, request: ToolCallRequest) -> bool:
         info = tool_index(self._tool_index, request.runtime).get(request.tool_call["name"])
-        return info is None or info.effect != "write"
+        # A destructive call is a write too: running it twice may do the damage twice.
+        return info is None or info.effect not in ("write", "destructive")
 
     def _failure(self, request: ToolCallRequest, exc: Exception, attempts: int) -> ToolMessage:
         tool_name = request.tool_call["name"]
@@ -83,7 +85,7 @@ class ToolRetryMiddleware(AgentMiddleware[AgentState[Any], Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        """Run the tool; on an exception, once more (not ``write`` tools)."""
+        """Run the tool; on an exception, once more (not ``write``/``destructive`` tools)."""
         try:
             return handler(request)
         except _PASS_THROUGH:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import logging
@@ -35,7 +36,7 @@ from oracle_core._services import (
 )
 from oracle_core._subagents import SubAgentToolAdapter
 from oracle_core._tool_adapter import PluginToolAdapter
-from oracle_core._tools import MODEL_ROLES
+from oracle_core._tools import MODEL_ROLES, PluginTool
 from oracle_core.testing._scripted import ScriptedChatModel
 
 __all__ = [
@@ -267,15 +268,41 @@ class TestRuntime:
         return list(built.tool_infos)
 
     async def _find_tool(
-        self, name: str, state: Mapping[str, Any] | None
-    ) -> tuple[Any, RuntimeContext[Any]]:
+        self, name: str, state: Mapping[str, Any] | None, sub_agent: str | None
+    ) -> tuple[PluginTool, str | None, RuntimeContext[Any]]:
+        """The tool named ``name`` and the context a call of it would get.
+
+        Main-agent tools run over the thread's state; a tool only a sub-agent sees runs,
+        as in the sub-agent, over ``state`` alone (the sub-agent has no parent history).
+        """
         built = await self.build(state=state)
         base = built.context.runtime_context
         assert base is not None
-        for tool in _bound_tools(built):
-            if tool.name == name:
-                return tool, base
-        raise KeyError(f"no tool named '{name}'; bound: {', '.join(built.tool_infos)}")
+        call_id = "call_test"
+        tools = _bound_tools(built)
+        subs = [t for t in tools if isinstance(t, SubAgentToolAdapter)]
+        if sub_agent is None:
+            for tool in tools:
+                if tool.name != name:
+                    continue
+                if not isinstance(tool, PluginToolAdapter):
+                    raise TypeError(f"'{name}' is a sub-agent; use invoke_sub_agent")
+                ctx = base.with_state({**base.history.state, **(state or {})}, tool_call_id=call_id)
+                return tool.plugin_tool, tool.owner, ctx
+        else:
+            subs = [s for s in subs if sub_agent in (s.name, s.resolved.spec.name)]
+            if not subs:
+                raise KeyError(f"no sub-agent named '{sub_agent}'")
+        for sub in subs:
+            for inner in sub.resolved.tools:
+                if inner.name == name:
+                    ctx = base.with_state(dict(state or {}), tool_call_id=call_id)
+                    return inner, sub.resolved.owner, ctx
+        inner_names = sorted({t.name for s in subs for t in s.resolved.tools})
+        raise KeyError(
+            f"no tool named '{name}'; bound: {', '.join(built.tool_infos)}; "
+            f"in sub-agents: {', '.join(inner_names) or 'none'}"
+        )
 
     async def invoke_tool(
         self,
@@ -284,25 +311,42 @@ class TestRuntime:
         *,
         state: Mapping[str, Any] | None = None,
         tool_call_id: str | None = None,
+        sub_agent: str | None = None,
     ) -> Any:
-        """Validate ``args`` and run the tool's handler, bypassing middleware.
+        """Validate ``args`` and run one tool's handler, bypassing middleware.
 
-        Returns the handler's result as the model would get it: a ``str``, a
-        ``ToolMessage`` or a ``Command``.
+        The handler gets the ``RuntimeContext`` the agent would give it: scoped to the
+        owning plugin, with ``tool_call_id`` set, over this runtime's user, session and
+        the thread's state merged with ``state``. A name not bound to the main agent is
+        looked up among the tools of this build's sub-agents (tools only a sub-agent
+        sees); such a tool runs over ``state`` alone, as a sub-agent has no parent
+        history. ``sub_agent`` (its ``call_…`` or plain name) picks the sub-agent when
+        several hold a tool of that name, and restricts the lookup to its tools.
+
+        Args:
+            name: The tool's name.
+            args: Its arguments, validated against its ``args_schema``.
+            state: State for this call.
+            tool_call_id: ``rt_ctx.tool_call_id`` (default ``call_test``).
+            sub_agent: Only look among this sub-agent's tools.
+
+        Returns:
+            The handler's result as the model would get it: a ``str``, a
+            ``ToolMessage`` or a ``Command``.
 
         Raises:
+            KeyError: no tool (or sub-agent) of that name in this build.
+            TypeError: ``name`` is a sub-agent's ``call_…`` tool (use
+                ``invoke_sub_agent``).
             pydantic.ValidationError: the arguments are invalid.
         """
-        tool, base = await self._find_tool(name, state)
-        if not isinstance(tool, PluginToolAdapter):
-            raise TypeError(f"'{name}' is a sub-agent; use invoke_sub_agent")
-        ctx = base.with_state(
-            {**base.history.state, **(state or {})}, tool_call_id=tool_call_id or "call_test"
-        )
-        ctx = ctx.for_plugin(tool.owner) if tool.owner else ctx
-        schema = tool.plugin_tool.args_schema
+        tool, owner, ctx = await self._find_tool(name, state, sub_agent)
+        if tool_call_id is not None:
+            ctx = dataclasses.replace(ctx, tool_call_id=tool_call_id)
+        ctx = ctx.for_plugin(owner) if owner else ctx
+        schema = tool.args_schema
         parsed = schema.model_validate(dict(args or {})) if isinstance(schema, type) else args
-        result = tool.plugin_tool.handler(parsed, ctx)
+        result = tool.handler(parsed, ctx)
         if inspect.isawaitable(result):
             result = await result
         from oracle_core._tool_adapter import encode_tool_result

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from oracle_core import PluginTool, RuntimeContext
-from oracle_plugins.memory._names import READ_ONLY_TOOLS, prefixed
+from oracle_plugins.memory._names import prefixed, tool_effect
 from oracle_plugins.memory._slots import RECENT_DAYS
 from oracle_plugins.memory._store import EmbeddedMemoryStore
 
@@ -240,7 +240,7 @@ def build_embedded_tools(
                 description=description,
                 args_schema=schema,
                 handler=_guarded(wire, handler),
-                effect="read" if wire in READ_ONLY_TOOLS else "write",
+                effect=tool_effect(wire),
             )
         )
     return tools

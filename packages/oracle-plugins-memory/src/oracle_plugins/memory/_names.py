@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from oracle_core import Effect
+
 __all__ = [
     "DEFAULT_SELECTED_TOOLS",
+    "DESTRUCTIVE_TOOLS",
     "MAIN_AGENT_ONLY",
     "READ_ONLY_TOOLS",
     "TOOL_PREFIX",
     "WIRE_TOOLS",
     "prefixed",
+    "tool_effect",
     "wire_name",
     "wire_names",
 ]
@@ -33,6 +37,22 @@ DEFAULT_SELECTED_TOOLS: tuple[str, ...] = (
 MAIN_AGENT_ONLY: frozenset[str] = frozenset({"clear"})
 """Destructive tools never handed to sub-agents."""
 READ_ONLY_TOOLS: frozenset[str] = frozenset({"search_memory_engine"})
+DESTRUCTIVE_TOOLS: frozenset[str] = frozenset({"delete_episode", "clear", "delete_edge"})
+"""Tools that delete memories: ``effect="destructive"``, for hosts that ask for approval."""
+
+
+def tool_effect(wire: str, read_only: bool | None = None) -> Effect:
+    """The ``effect`` of an engine tool: ``read``, ``destructive`` or ``write``.
+
+    Args:
+        wire: The engine's tool name.
+        read_only: The engine's own read-only hint, when it gives one.
+    """
+    if read_only is None:
+        read_only = wire in READ_ONLY_TOOLS
+    if read_only:
+        return "read"
+    return "destructive" if wire in DESTRUCTIVE_TOOLS else "write"
 
 
 def prefixed(wire: str) -> str:

@@ -16,7 +16,7 @@ from oracle_plugins.memory._mcp import (
     ToolDefinition,
     render_result,
 )
-from oracle_plugins.memory._names import READ_ONLY_TOOLS, prefixed
+from oracle_plugins.memory._names import prefixed, tool_effect
 from oracle_plugins.memory._slots import batch_request
 
 __all__ = ["RemoteBackend"]
@@ -85,16 +85,13 @@ class RemoteBackend:
                 return {"ok": False, "error": text[:1000] or "The memory service refused."}
             return text
 
-        read_only = definition.read_only
-        if read_only is None:
-            read_only = wire in READ_ONLY_TOOLS
         return PluginTool(
             name=prefixed(wire),
             description=definition.description,
             # The engine's schema, verbatim: the engine validates the arguments.
             args_schema=dict(definition.input_schema),
             handler=call,
-            effect="read" if read_only else "write",
+            effect=tool_effect(wire, definition.read_only),
         )
 
     async def user_context(self, rt_ctx: RuntimeContext[Any]) -> UserContext | None:

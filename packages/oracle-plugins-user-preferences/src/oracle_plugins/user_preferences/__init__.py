@@ -17,7 +17,6 @@ from oracle_plugins.user_preferences._codec import (
     encode_content,
     encode_data,
 )
-from oracle_plugins.user_preferences._middleware import AgentNameMiddleware, rename_identity
 from oracle_plugins.user_preferences._plugin import ROUTE_PATH, TOOL_NAME, UserPreferencesPlugin
 from oracle_plugins.user_preferences._record import (
     PREFERENCE_FIELDS,
@@ -50,7 +49,6 @@ __all__ = [
     "STATE_EVENT_TYPE",
     "STATE_KEY",
     "TOOL_NAME",
-    "AgentNameMiddleware",
     "MatrixRoomPreferences",
     "PreferencesFormatError",
     "PreferencesStore",
@@ -68,7 +66,6 @@ __all__ = [
     "normalise_record",
     "open_store",
     "plugin",
-    "rename_identity",
     "state_view",
     "superjson_dumps",
     "superjson_loads",

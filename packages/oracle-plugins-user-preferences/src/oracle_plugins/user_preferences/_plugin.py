@@ -10,20 +10,18 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from oracle_core import (
-    MatrixAccessor,
     OraclePlugin,
     PluginContext,
     PluginTool,
+    RouteContextError,
     RuntimeContext,
-    UserInfo,
+    route_context,
 )
-from oracle_plugins.user_preferences._middleware import AgentNameMiddleware
 from oracle_plugins.user_preferences._record import (
     SetUserPreferencesArgs,
     merge_record,
@@ -54,31 +52,6 @@ def _reason(exc: BaseException) -> str:
     return text[:_MAX_REASON]
 
 
-def _caller_did(request: Request) -> str | None:
-    """The DID the server's protection pipeline authenticated for this request."""
-    # The server stores its AuthData under scope["state"]["auth"]; read it by shape so
-    # that the plugin does not import oracle-server.
-    auth = request.scope.get("state", {}).get("auth")
-    did = getattr(auth, "did", None)
-    return did if isinstance(did, str) and did else None
-
-
-def _matrix_for_caller(request: Request, did: str) -> MatrixAccessor | None:
-    """The caller's Matrix accessor, from the runtime behind the serving app.
-
-    Plugin routes receive no ``RuntimeContext``; this reaches the runtime's ambient
-    services through the server's app state, the one place it is exposed (see the
-    package docs for the core API that would replace it).
-    """
-    server = getattr(request.app.state, "oracle", None)
-    services = getattr(getattr(server, "runtime", None), "ambient", None)
-    matrix_service = getattr(services, "matrix", None)
-    if matrix_service is None:
-        return None
-    accessor: MatrixAccessor = matrix_service.for_user(UserInfo(did=did))
-    return accessor
-
-
 def _error(status: int, message: str, error: str) -> JSONResponse:
     # The server's error shape, so clients handle plugin routes like the others.
     return JSONResponse({"statusCode": status, "message": message, "error": error}, status)
@@ -89,8 +62,8 @@ class UserPreferencesPlugin(OraclePlugin):
 
     - Tool ``set_user_preferences`` (bound when the user has somewhere to store them).
     - ``state.user_preferences``, read before each turn, which the core prompt renders as
-      its "User Preferences" section; ``agentName`` also replaces the oracle's name in
-      the identity line.
+      its "User Preferences" section; the core prompt also puts its ``agent_name`` in
+      place of the oracle's name in the identity line.
     - Route ``GET /user-preferences``: the caller's stored record, or ``null``.
 
     Storage: the ``ixo.room.state`` / ``user_prefs`` state event of the user's room with
@@ -183,13 +156,8 @@ class UserPreferencesPlugin(OraclePlugin):
         """
         return [] if await self._store(rt_ctx) is None else [self._tool]
 
-    def get_middlewares(self, ctx: PluginContext[Any]) -> list[AgentMiddleware[Any, Any]]:
-        """The middleware that puts ``agentName`` in the identity line."""
-        return [AgentNameMiddleware(ctx.identity.name)]
-
     def get_routes(self, ctx: PluginContext[Any]) -> list[BaseRoute]:
         """``GET /user-preferences`` (authenticated by the server)."""
-        config = ctx.config
         logger = ctx.logger
 
         async def user_preferences(request: Request) -> Response:
@@ -198,7 +166,7 @@ class UserPreferencesPlugin(OraclePlugin):
             The record as stored (``agentName``, ``language``, ``tone``, ``formality``,
             ``customInstructions``, ``updatedAt``), or ``null`` when there is none.
             """
-            return await self._read_route(request, config, logger)
+            return await self._read_route(request, logger)
 
         return [Route(ROUTE_PATH, user_preferences, methods=["GET"])]
 
@@ -221,20 +189,15 @@ class UserPreferencesPlugin(OraclePlugin):
             return _ERROR.format(_reason(exc))
         return "Updated. New preferences: " + json.dumps(record, ensure_ascii=False)
 
-    async def _read_route(
-        self, request: Request, config: Mapping[str, Any], logger: logging.Logger
-    ) -> Response:
-        did = _caller_did(request)
-        if did is None:
+    async def _read_route(self, request: Request, logger: logging.Logger) -> Response:
+        try:
+            rt_ctx = route_context(request)
+        except RouteContextError as exc:
+            if exc.code != "route.unauthenticated":
+                raise
             return _error(401, "Missing UCAN authentication", "Unauthorized")
         try:
-            store = await open_store(
-                config=config,
-                matrix=_matrix_for_caller(request, did),
-                user_did=did,
-                cache=self._cache,
-                logger=logger,
-            )
+            store = await self._store(rt_ctx)
             record = None if store is None else await store.read()
         except Exception as exc:
             logger.warning("GET %s failed: %s", ROUTE_PATH, type(exc).__name__)

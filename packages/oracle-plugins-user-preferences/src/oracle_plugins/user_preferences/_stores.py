@@ -2,7 +2,7 @@
 
 With Matrix on, the record is the ``ixo.room.state`` / ``user_prefs`` state event of the
 user↔oracle room, read through ``rt_ctx.matrix`` and cached per room for a minute. With
-``ORACLE_BACKEND=local`` (Matrix unavailable) the same ``data`` string is kept in a
+``ORACLE_BACKEND=local`` (Matrix not configured) the same ``data`` string is kept in a
 key-value table under ``SQLITE_DATABASE_PATH``, keyed by the user's DID: preferences are
 the user's, as the room is, not one conversation's.
 """
@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from oracle_core import MatrixAccessor, NotConfiguredError, ServiceUnavailableError
+from oracle_core import MatrixAccessor, NotConfiguredError
 from oracle_plugins.user_preferences._codec import (
     STATE_EVENT_TYPE,
     STATE_KEY,
@@ -257,12 +257,6 @@ class SqlitePreferences:
         await asyncio.to_thread(self._upsert, data, str(record.get("updatedAt", "")))
 
 
-def _matrix_configured(config: Mapping[str, Any]) -> bool:
-    # The local accessor and a Matrix layer that is still starting both raise
-    # ServiceUnavailableError; only the configuration tells "never" from "not yet".
-    return config.get("ORACLE_BACKEND") != "local" and bool(config.get("MATRIX_BASE_URL"))
-
-
 def embedded_store(
     config: Mapping[str, Any], user_did: str, logger: logging.Logger
 ) -> SqlitePreferences:
@@ -290,25 +284,19 @@ async def open_store(
 
     Returns:
         Their room's state event when Matrix is on; the embedded store when this
-        deployment has no Matrix; ``None`` when Matrix is on but the user has no room
-        with the oracle yet.
+        deployment has no Matrix (the accessor raises ``NotConfiguredError``, or there
+        is none); ``None`` when Matrix is on but the user has no room with the oracle
+        yet.
 
     Raises:
-        ServiceUnavailableError: Matrix is configured but cannot be reached right now.
+        ServiceUnavailableError: Matrix is configured but cannot be reached right now
+            (never a silent switch to SQLite, so no record ends up in two places).
         Exception: whatever the homeserver lookup of the room raised.
     """
-    if matrix is not None:
-        try:
-            room_id = await matrix.user_room_id()
-        except NotConfiguredError:
-            return embedded_store(config, user_did, logger)
-        except ServiceUnavailableError:
-            if _matrix_configured(config):
-                raise
-            return embedded_store(config, user_did, logger)
-        return None if room_id is None else MatrixRoomPreferences(matrix, room_id, cache, logger)
-    if _matrix_configured(config):
-        raise ServiceUnavailableError(
-            "no Matrix accessor for this request", hint="Matrix is configured but unreachable"
-        )
-    return embedded_store(config, user_did, logger)
+    if matrix is None:
+        return embedded_store(config, user_did, logger)
+    try:
+        room_id = await matrix.user_room_id()
+    except NotConfiguredError:
+        return embedded_store(config, user_did, logger)
+    return None if room_id is None else MatrixRoomPreferences(matrix, room_id, cache, logger)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
@@ -14,7 +17,46 @@ from oracle_server.sse import SSE_HEADERS
 from oracle_server.state import auth_of, read_body, server_of
 from oracle_server.turns import TurnInput, public_error, reply_body
 
-__all__ = ["message_routes"]
+__all__ = ["MODEL_UNKNOWN", "message_routes", "selected_model"]
+
+MODEL_UNKNOWN = "message.model_unknown"
+"""The ``code`` of the 400 answering a ``model`` that ``GET /models`` does not list."""
+
+
+def selected_model(models: Sequence[Mapping[str, Any]], requested: str | None) -> str | None:
+    """The model id a message selects for its turn's main agent; ``None`` runs the default.
+
+    The default entry of ``models`` (for the hosted providers it names the provider, not a
+    model) selects the default model. When no model is listed (no LLM configured) nothing
+    can be selected, so any ``model`` is refused rather than silently ignored.
+
+    Args:
+        models: The entries ``GET /models`` lists.
+        requested: The message's ``model``; ``None`` when absent.
+
+    Raises:
+        HTTPError: 400 with ``code`` ``message.model_unknown`` and the valid ids.
+    """
+    if requested is None:
+        return None
+    ids = [str(entry["id"]) for entry in models]
+    shown = requested if len(requested) <= 100 else f"{requested[:100]}…"
+    if not ids:
+        raise HTTPError(
+            400,
+            f"Unknown model '{shown}': this oracle has no models configured; "
+            "send the message without `model`",
+            code=MODEL_UNKNOWN,
+        )
+    if requested not in ids:
+        raise HTTPError(
+            400,
+            f"Unknown model '{shown}'; use one of: {', '.join(ids)} (GET /models), "
+            "or send the message without `model` for the default",
+            code=MODEL_UNKNOWN,
+        )
+    default = next((entry["id"] for entry in models if entry.get("isDefault")), None)
+    return None if requested == default else requested
 
 
 async def send_message(request: Request) -> Response:
@@ -22,6 +64,8 @@ async def send_message(request: Request) -> Response:
     server, auth = server_of(request), auth_of(request)
     session_id = request.path_params["session_id"]
     dto = await read_body(request, SendMessageDto)
+    # Checked before anything is queued or stored: a bad model loses nothing.
+    model = selected_model(server.models, dto.model)
     if await server.sessions.get(auth.did, session_id) is None:
         raise HTTPError(404, "Session not found")
     request_id = request.scope.get("state", {}).get("request_id") or session_id
@@ -33,6 +77,7 @@ async def send_message(request: Request) -> Response:
             request_id=request_id,
             state=dto.turn_state(),
             timezone=dto.timezone,
+            model=model,
         )
     )
     if dto.stream:

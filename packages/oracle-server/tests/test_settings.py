@@ -1,0 +1,97 @@
+"""Server settings: the message-queue variables and the shared-mode boot rule (SRV-54)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oracle_core import EnvValidationError
+from oracle_server import create_oracle_app
+from oracle_server.settings import check_replica_bus, load_settings
+
+# Port 9 (discard) refuses connections: a boot that tried to open it would fail otherwise.
+UNREACHABLE_POSTGRES = "postgresql://nobody@127.0.0.1:9/oracle"
+LOCAL = {"ORACLE_BACKEND": "local"}  # no Matrix variables needed
+
+
+@pytest.mark.parametrize(
+    "database_url",
+    [
+        UNREACHABLE_POSTGRES,
+        "postgres://nobody@127.0.0.1:9/oracle",
+        "postgresql+psycopg://nobody@127.0.0.1:9/oracle",
+    ],
+)
+def test_shared_mode_without_a_queue_is_refused(database_url: str) -> None:
+    settings = load_settings({**LOCAL, "DATABASE_URL": database_url})
+    assert settings.shared_storage
+
+    with pytest.raises(EnvValidationError) as caught:
+        check_replica_bus(settings)
+
+    [line] = caught.value.errors
+    assert "'SOCKETIO_MESSAGE_QUEUE'" in line
+    assert "boot.replicas.queue_missing" in line
+    assert "ALLOW_SINGLE_REPLICA_POSTGRES=true" in line
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"DATABASE_URL": "sqlite:///tmp/oracle.db"},
+        {"DATABASE_URL": UNREACHABLE_POSTGRES, "SOCKETIO_MESSAGE_QUEUE": "redis://r:6379/0"},
+        {"DATABASE_URL": UNREACHABLE_POSTGRES, "ALLOW_SINGLE_REPLICA_POSTGRES": "true"},
+        {"DATABASE_URL": UNREACHABLE_POSTGRES, "SOCKETIO_MESSAGE_QUEUE": "rediss://r:6380/1"},
+    ],
+    ids=["embedded", "sqlite-url", "postgres-with-queue", "postgres-single-replica", "tls-queue"],
+)
+def test_embedded_mode_a_queue_or_a_single_replica_declaration_boots(env: dict[str, str]) -> None:
+    settings = load_settings({**LOCAL, **env})
+
+    check_replica_bus(settings)
+
+    assert settings.shared_storage == ("DATABASE_URL" in env and "postgres" in env["DATABASE_URL"])
+
+
+def test_empty_values_count_as_unset() -> None:
+    settings = load_settings(
+        {**LOCAL, "DATABASE_URL": UNREACHABLE_POSTGRES, "SOCKETIO_MESSAGE_QUEUE": ""}
+    )
+    assert settings.socketio_message_queue is None
+    with pytest.raises(EnvValidationError):
+        check_replica_bus(settings)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("SOCKETIO_MESSAGE_QUEUE", "amqp://guest@rabbit//"),
+        ("SOCKETIO_MESSAGE_QUEUE", "127.0.0.1:6379"),
+        ("ALLOW_SINGLE_REPLICA_POSTGRES", "1"),
+        ("ALLOW_SINGLE_REPLICA_POSTGRES", "True"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_variable(variable: str, value: str) -> None:
+    with pytest.raises(EnvValidationError) as caught:
+        load_settings({**LOCAL, variable: value})
+
+    [line] = caught.value.errors
+    assert f"'{variable}'" in line
+
+
+async def test_the_boot_fails_before_opening_the_database(tmp_path: Path) -> None:
+    env = {
+        "ORACLE_BACKEND": "local",
+        "SQLITE_DATABASE_PATH": str(tmp_path / "data"),
+        "DATABASE_URL": UNREACHABLE_POSTGRES,
+    }
+
+    with pytest.raises(EnvValidationError, match=r"boot\.replicas\.queue_missing"):
+        await create_oracle_app(
+            {"name": "Refused"}, env=env, discover_entry_points=False, require_llm=False
+        )
+
+    # Nothing was created on disk either: the rule is checked first.
+    assert not (tmp_path / "data").exists()

@@ -1,0 +1,375 @@
+"""Two replicas on one socket.io message queue and control bus (SRV-54).
+
+Replica A runs the turn; the browser's socket is connected to replica B. Both share Redis
+(``REDIS_URL`` and ``SOCKETIO_MESSAGE_QUEUE``) and the database (one SQLite directory, as
+replicas share PostgreSQL), each served by Hypercorn on loopback. The client is
+python-socketio's ``AsyncClient`` over the websocket transport, as the SDK connects. The
+tests need ``ORACLE_TEST_REDIS_URL``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+import socketio  # type: ignore[import-untyped]
+from pydantic import BaseModel
+
+from oracle_core import OraclePlugin, PluginContext, PluginTool, RuntimeContext
+from oracle_server import OracleApp
+from oracle_server.testing import OpenAIDouble, ToolCalls, auth_headers
+from oracle_ucan import Ed25519Signer
+
+Serve = Callable[..., AbstractAsyncContextManager[tuple[OracleApp, str]]]
+Replicas = tuple[OracleApp, str, OracleApp, str]
+
+WAIT = 10.0
+PAGE_TITLE_TOOL = {
+    "name": "get_page_title",
+    "description": "The title of the page the user is looking at.",
+    "schema": {"type": "object", "properties": {}},
+}
+OPEN_PANEL_ACTION = {
+    "name": "open_panel",
+    "description": "Open a panel of the app.",
+    "schema": {"type": "object", "properties": {"panel": {"type": "string"}}},
+}
+
+
+def redis_url() -> str:
+    url = os.environ.get("ORACLE_TEST_REDIS_URL")
+    if not url:
+        pytest.skip("set ORACLE_TEST_REDIS_URL to run the multi-replica tests")
+    return url
+
+
+def shared_env(**extra: str) -> dict[str, str]:
+    url = redis_url()
+    return {
+        "REDIS_URL": url,
+        "SOCKETIO_MESSAGE_QUEUE": url,
+        "ORACLE_SIGNING_MNEMONIC": f"replica bus test {uuid.uuid4()}",
+        **extra,
+    }
+
+
+@asynccontextmanager
+async def replicas(
+    serve: Serve, plugins: list[OraclePlugin] | None = None, env: Mapping[str, str] | None = None
+) -> AsyncIterator[Replicas]:
+    shared = shared_env(**(env or {}))
+    async with (
+        serve(plugins, **shared) as (first, first_url),
+        serve(plugins, **shared) as (second, second_url),
+    ):
+        assert first.control_bus is not None
+        assert second.control_bus is not None
+        yield first, first_url, second, second_url
+
+
+class BrowserSocket:
+    """A socket.io client of one session, recording every event it receives."""
+
+    def __init__(self) -> None:
+        self.client = socketio.AsyncClient(reconnection=False)
+        self.events: list[tuple[str, Any]] = []
+        self._changed = asyncio.Event()
+        self.client.on("*", self._record)
+
+    async def _record(self, event: str, data: Any = None) -> None:
+        self.events.append((event, data))
+        self._changed.set()
+
+    def named(self, name: str) -> list[Any]:
+        return [data for event, data in self.events if event == name]
+
+    async def wait_for(self, name: str, count: int = 1) -> list[Any]:
+        async def enough() -> list[Any]:
+            while len(self.named(name)) < count:
+                self._changed.clear()
+                await self._changed.wait()
+            return self.named(name)
+
+        try:
+            return await asyncio.wait_for(enough(), WAIT)
+        except TimeoutError:
+            got = [event for event, _ in self.events]
+            raise AssertionError(f"no {count}x {name!r} within {WAIT}s; got {got}") from None
+
+    async def emit(self, event: str, data: Any) -> None:
+        await self.client.emit(event, data)
+
+
+@asynccontextmanager
+async def browser(
+    base_url: str, user: Ed25519Signer, oracle_did: str, session_id: str
+) -> AsyncIterator[BrowserSocket]:
+    socket = BrowserSocket()
+    token = auth_headers(user, oracle_did)["Authorization"].removeprefix("Bearer ")
+    await socket.client.connect(
+        f"{base_url}?sessionId={session_id}",
+        transports=["websocket"],
+        auth={"invocation": token},
+        wait_timeout=WAIT,
+    )
+    try:
+        await socket.wait_for("connected")
+        yield socket
+    finally:
+        await socket.client.disconnect()
+
+
+async def linked(sender: OracleApp, socket: BrowserSocket, session_id: str) -> None:
+    """Wait until an emit from ``sender`` to the session's room reaches ``socket``.
+
+    Delivery is fire-and-forget (SRV-53): a replica's queue listener subscribes in the
+    background at boot, so the test first proves the path before it starts a turn.
+    """
+    assert sender.gateway is not None
+    deadline = time.monotonic() + WAIT
+    while not socket.named("probe"):
+        assert time.monotonic() < deadline, "the rooms of the two replicas never linked"
+        await sender.gateway.sio.emit("probe", {}, room=session_id)
+        await asyncio.sleep(0.05)
+
+
+async def new_session(http: httpx.AsyncClient, base_url: str, headers: dict[str, str]) -> str:
+    created = await http.post(f"{base_url}/sessions", headers=headers)
+    assert created.status_code == 201, created.text
+    return str(created.json()["sessionId"])
+
+
+class _NoArgs(BaseModel):
+    pass
+
+
+class Announcer(OraclePlugin):
+    """A plugin whose tool emits client events from the replica running the turn."""
+
+    name = "announcer"
+    version = "1.0.0"
+    manifest = {
+        "title": "Announcer",
+        "summary": "Sends client events.",
+        "when_to_use": ["When asked to announce something"],
+        "visibility": "always",
+    }
+
+    def get_tools(self, ctx: PluginContext[Any]) -> list[PluginTool]:
+        return [
+            PluginTool(
+                name="announce",
+                description="Send the client events.",
+                args_schema=_NoArgs,
+                handler=self.announce,
+            )
+        ]
+
+    def announce(self, args: _NoArgs, rt_ctx: RuntimeContext[Any]) -> str:
+        emit = rt_ctx.emit
+        assert emit is not None
+        emit.render_component({"componentName": "Chart", "args": {"x": 1}, "eventId": "e2"})
+        emit.action_call({"toolCallId": "a1", "toolName": "open_panel", "status": "done"})
+        return "announced"
+
+
+async def test_a_socket_on_b_receives_the_events_of_a_turn_on_a(
+    serve: Serve, llm: OpenAIDouble
+) -> None:
+    llm.add_steps(ToolCalls([("announce", {})]), "done")
+    user = Ed25519Signer.generate()
+    async with (
+        replicas(serve, [Announcer()]) as (first, first_url, second, second_url),
+        httpx.AsyncClient(timeout=30) as http,
+    ):
+        headers = auth_headers(user, first.state.oracle_did)
+        session_id = await new_session(http, first_url, headers)
+        async with browser(second_url, user, second.state.oracle_did, session_id) as socket:
+            await linked(first, socket, session_id)
+            reply = await http.post(
+                f"{first_url}/messages/{session_id}",
+                headers={**headers, "x-request-id": "req-bus-1"},
+                json={"message": "announce"},
+            )
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["message"]["content"] == "done"
+            [render] = await socket.wait_for("render_component")
+            [action] = await socket.wait_for("action_call")
+        # The turn ran on A; B only relayed to its socket.
+        assert first.gateway is not None
+        assert first.gateway.sockets_of(session_id) == 0
+        assert len(llm.requests) == 2
+    base = {"sessionId": session_id, "requestId": "req-bus-1"}
+    assert render == {
+        "eventName": "render_component",
+        "payload": {**base, "componentName": "Chart", "args": {"x": 1}, "eventId": "e2"},
+    }
+    assert action == {**base, "toolCallId": "a1", "toolName": "open_panel", "status": "done"}
+
+
+@pytest.mark.parametrize(
+    ("field", "spec", "args", "call_event", "result_event", "answer", "tool_message"),
+    [
+        (
+            "tools",
+            PAGE_TITLE_TOOL,
+            {},
+            "browser_tool_call",
+            "tool_result",
+            {"result": "Docs"},
+            "Docs",
+        ),
+        (
+            "agActions",
+            OPEN_PANEL_ACTION,
+            {"panel": "settings"},
+            "action_call",
+            "action_call_result",
+            {"result": {"success": True, "panel": "settings"}},
+            json.dumps({"success": True, "panel": "settings"}),
+        ),
+    ],
+    ids=["browser-tool", "ag-ui-action"],
+)
+async def test_a_client_call_runs_on_a_and_its_result_comes_back_through_b(
+    serve: Serve,
+    llm: OpenAIDouble,
+    field: str,
+    spec: dict[str, Any],
+    args: dict[str, Any],
+    call_event: str,
+    result_event: str,
+    answer: dict[str, Any],
+    tool_message: str,
+) -> None:
+    llm.add_steps(ToolCalls([(spec["name"], args)]), "done")
+    user = Ed25519Signer.generate()
+    async with (
+        replicas(serve) as (first, first_url, second, second_url),
+        httpx.AsyncClient(timeout=30) as http,
+    ):
+        headers = auth_headers(user, first.state.oracle_did)
+        session_id = await new_session(http, first_url, headers)
+        async with browser(second_url, user, second.state.oracle_did, session_id) as socket:
+            await linked(first, socket, session_id)
+
+            async def answer_on_b() -> None:
+                [request] = await socket.wait_for(call_event)
+                await socket.emit(
+                    result_event,
+                    {"sessionId": session_id, "toolCallId": request["toolCallId"], **answer},
+                )
+
+            answering = asyncio.create_task(answer_on_b())
+            started = time.monotonic()
+            reply = await http.post(
+                f"{first_url}/messages/{session_id}",
+                headers=headers,
+                json={"message": "use the client", field: [spec]},
+            )
+            elapsed = time.monotonic() - started
+            await answering
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["message"]["content"] == "done"
+    [request] = socket.named(call_event)
+    assert request["toolCallId"] == "call_1"
+    tools = [m for m in llm.requests[1].messages if m.get("role") == "tool"]
+    assert [m["content"] for m in tools] == [tool_message]
+    # Far below the 15 s client timeout: the result was forwarded, not timed out.
+    assert elapsed < 5, elapsed
+
+
+async def _first_message(lines: AsyncIterator[str]) -> None:
+    event = None
+    async for line in lines:
+        if line.startswith("event: "):
+            event = line.removeprefix("event: ")
+        elif line.startswith("data: ") and event == "message":
+            return
+
+
+async def _done(lines: AsyncIterator[str]) -> dict[str, Any]:
+    event = None
+    async for line in lines:
+        if line.startswith("event: "):
+            event = line.removeprefix("event: ")
+        elif line.startswith("data: ") and event == "done":
+            done: dict[str, Any] = json.loads(line.removeprefix("data: "))
+            return done
+    raise AssertionError("the stream ended without done")
+
+
+async def test_an_abort_sent_to_b_stops_the_turn_running_on_a(serve: Serve) -> None:
+    slow = OpenAIDouble(["slow " * 400], chunk_size=5, delay_between_chunks=0.02)
+    await slow.start()
+    user, stranger = Ed25519Signer.generate(), Ed25519Signer.generate()
+    try:
+        async with (
+            replicas(serve, env=slow.env()) as (first, first_url, second, second_url),
+            httpx.AsyncClient(timeout=30) as http,
+        ):
+            headers = auth_headers(user, first.state.oracle_did)
+            session_id = await new_session(http, first_url, headers)
+            async with http.stream(
+                "POST",
+                f"{first_url}/messages/{session_id}",
+                headers=headers,
+                json={"message": "talk slowly", "stream": True},
+            ) as stream:
+                lines = stream.aiter_lines()
+                await asyncio.wait_for(_first_message(lines), WAIT)
+                assert session_id in first.state.runner.active
+                assert session_id not in second.state.runner.active
+                # Only the caller's own turn is aborted, on any replica.
+                foreign = await http.post(
+                    f"{second_url}/messages/abort",
+                    headers=auth_headers(stranger, second.state.oracle_did),
+                    json={"sessionId": session_id},
+                )
+                assert foreign.json() == {"success": False}
+                assert session_id in first.state.runner.active
+                started = time.monotonic()
+                aborted = await http.post(
+                    f"{second_url}/messages/abort",
+                    headers=auth_headers(user, second.state.oracle_did),
+                    json={"sessionId": session_id},
+                )
+                abort_seconds = time.monotonic() - started
+                done = await asyncio.wait_for(_done(lines), WAIT)
+            assert aborted.status_code == 200, aborted.text
+            assert aborted.json() == {"success": True}
+            assert done["status"] == "aborted"
+            assert done["aborted"] is True
+            assert done["partialText"].startswith("slow")
+            # The model was still streaming: the abort cut it short.
+            assert len(done["partialText"]) < len("slow " * 400)
+            # Far below the 2 s reply timeout: A answered, nobody waited it out.
+            assert abort_seconds < 1.5, abort_seconds
+    finally:
+        await slow.stop()
+
+
+async def test_an_abort_with_no_running_turn_on_any_replica_fails(serve: Serve) -> None:
+    user = Ed25519Signer.generate()
+    async with (
+        replicas(serve) as (first, first_url, second, second_url),
+        httpx.AsyncClient(timeout=30) as http,
+    ):
+        headers = auth_headers(user, first.state.oracle_did)
+        session_id = await new_session(http, first_url, headers)
+        for base_url, app in ((second_url, second), (first_url, first)):
+            answer = await http.post(
+                f"{base_url}/messages/abort",
+                headers=auth_headers(user, app.state.oracle_did),
+                json={"sessionId": session_id},
+            )
+            assert answer.status_code == 200, answer.text
+            assert answer.json() == {"success": False}
