@@ -10,6 +10,7 @@ from benchmarks import (
     first_turn_tokens,
     history_growth,
     matrix_restore,
+    plugin_tokens,
     run_rejoin,
     server_throughput,
     turn_overhead,
@@ -20,6 +21,8 @@ from benchmarks import (
 def main() -> None:
     """Run the benchmarks one after another."""
     print(first_turn_tokens.report(asyncio.run(first_turn_tokens.measure())))
+    print()
+    print(plugin_tokens.report(asyncio.run(plugin_tokens.measure())))
     print()
     print(boot_time.report(boot_time.measure()))
     print()

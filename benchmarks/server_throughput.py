@@ -1,30 +1,43 @@
 """Server throughput: 50 concurrent SSE sessions against in-process ``run_turn``.
 
 Fifty users each own one session and run turns back to back over HTTP (``stream: true``,
-read to the ``done`` frame), all fifty at once. Every turn is one tool call of a small
-plugin and a text answer, scripted by the OpenAI-compatible model double's ``auto_reply``
-over real HTTP on loopback. The baseline runs the same turns through the app's own
-``runtime.run_turn`` with the same double and the same 50-way concurrency, in the same run.
+read to the end of the body, which ends with the ``done`` frame), all fifty at once. Every
+turn is one tool call of a small plugin and a text answer, scripted by the
+OpenAI-compatible model double's ``auto_reply`` over real HTTP on loopback. The baseline
+runs the same turns through the app's own ``runtime.run_turn`` with the same double and
+the same 50-way concurrency, in the same run.
 
-Everything shares one process and one event loop: the load generator (httpx), the server
-(Hypercorn, the pipeline, the turn runner) and the model double. Only the per-user SQLite
-work runs on other threads (aiosqlite). The HTTP side therefore also pays for its client.
-Both sides start from fresh sessions so that every timed turn sees the same history.
+Where each part runs: the server (Hypercorn, the pipeline, the turn runner) and the model
+double share one process and one event loop, as the baseline's ``run_turn`` and the double
+do; only the per-user SQLite work runs on other threads (aiosqlite). The load generator
+(httpx and the SSE parser) runs twice per round: in that same process and event loop,
+where the HTTP side also pays for its client, and in a process of its own
+(``benchmarks._load_client``), where the server process holds only what the baseline
+holds, as a deployed server does. CPU per turn is the server process's (every thread of
+it); the separate client's own CPU is printed beside it. On 2 cores the two processes
+take one core each at most; the baseline and the in-process client get one core for
+everything. Each round runs the three sides in turn, the order reversed every other round.
+Every side starts from fresh sessions so that every timed turn sees the same history.
 Last, each layer runs on its own, one turn at a time (``run_turn``; ``astream`` as the
-runner streams; ``TurnRunner`` without HTTP; HTTP), to show where the extra time goes.
+runner streams; ``TurnRunner`` without HTTP; HTTP with either client), to show where the
+extra time goes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
+import sys
 import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -62,6 +75,9 @@ WARMUP = 1
 ALONE_SESSIONS = 5
 QUESTION = "What time is it in Paris?"
 ANSWER = "It is noon in Paris."
+
+# Where `python -m benchmarks._load_client` finds the `benchmarks` package.
+REPOSITORY = Path(__file__).resolve().parent.parent
 
 TurnFn = Callable[[int], Awaitable[None]]
 
@@ -127,17 +143,23 @@ def percentile(samples: Sequence[float], fraction: float) -> float:
 
 @dataclass
 class Run:
-    """Turns of one or more timed runs: latencies, wall time and process CPU time."""
+    """Turns of one or more timed runs: latencies, wall time and process CPU time.
+
+    ``cpu_seconds`` is this (the server's) process; ``client_cpu_seconds`` a load
+    generator's own process, when it runs in one.
+    """
 
     latencies: list[float] = field(default_factory=list)
     seconds: float = 0.0
     cpu_seconds: float = 0.0
+    client_cpu_seconds: float = 0.0
 
     def add(self, other: Run) -> None:
         """Pool ``other`` into this one."""
         self.latencies += other.latencies
         self.seconds += other.seconds
         self.cpu_seconds += other.cpu_seconds
+        self.client_cpu_seconds += other.client_cpu_seconds
 
     @property
     def turns_per_s(self) -> float:
@@ -150,6 +172,7 @@ class Run:
             "turns": len(self.latencies),
             "turns_per_s": self.turns_per_s,
             "cpu_ms_per_turn": self.cpu_seconds / len(self.latencies) * 1000,
+            "client_cpu_ms_per_turn": self.client_cpu_seconds / len(self.latencies) * 1000,
             "p50_ms": percentile(self.latencies, 0.50),
             "p90_ms": percentile(self.latencies, 0.90),
             "p99_ms": percentile(self.latencies, 0.99),
@@ -244,6 +267,18 @@ def runner_turn(app: OracleApp, did: str) -> TurnFn:
     return turn
 
 
+def client_limits(connections: int | None) -> httpx.Limits:
+    """Pool limits of a load generator's client.
+
+    Idle connections are dropped after 2 s, before Hypercorn's keep-alive timeout (5 s)
+    closes them: a request sent on a connection the server is closing at that moment
+    fails with "Server disconnected". Connections sit idle between rounds.
+    """
+    return httpx.Limits(
+        max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=2.0
+    )
+
+
 async def new_session(client: httpx.AsyncClient, headers: dict[str, str]) -> str:
     """``POST /sessions`` for the user of ``headers``; the new session's id."""
     created = await client.post("/sessions", headers=headers)
@@ -253,7 +288,11 @@ async def new_session(client: httpx.AsyncClient, headers: dict[str, str]) -> str
 
 
 async def sse_turn(client: httpx.AsyncClient, headers: dict[str, str], session_id: str) -> None:
-    """One streamed turn in ``session_id``, read to its ``done`` frame.
+    """One streamed turn in ``session_id``, read to the end of its body (``done`` last).
+
+    Reading past ``done`` to the end costs nothing (the server ends the body right after
+    it) and keeps the connection: httpx closes a connection whose response was left
+    unfinished, so a client that stopped at ``done`` opened a new one for every turn.
 
     Raises:
         RuntimeError: the turn did not finish.
@@ -268,8 +307,6 @@ async def sse_turn(client: httpx.AsyncClient, headers: dict[str, str], session_i
             for event in parser.feed(chunk):
                 if event.event == "done":
                     status = event.data["status"]
-            if status is not None:
-                break
     if status != "finished":
         raise RuntimeError(f"HTTP turn ended with {response.status_code} {status}")
 
@@ -284,41 +321,103 @@ async def http_turn(client: httpx.AsyncClient, headers: dict[str, str]) -> TurnF
     return turn
 
 
+class ClientProcess:
+    """The load generator in a process of its own (``benchmarks._load_client``)."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self._process = process
+
+    @classmethod
+    @asynccontextmanager
+    async def start(cls, base_url: str) -> AsyncIterator[ClientProcess]:
+        """Start the client process for the server at ``base_url``; stop it after."""
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "benchmarks._load_client",
+            base_url,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            cwd=REPOSITORY,
+            limit=2**24,
+        )
+        try:
+            yield cls(process)
+        finally:
+            if process.stdin is not None:
+                process.stdin.close()
+            await process.wait()
+
+    async def _ask(self, command: dict[str, Any]) -> dict[str, Any]:
+        stdin, stdout = self._process.stdin, self._process.stdout
+        assert stdin is not None
+        assert stdout is not None
+        stdin.write(json.dumps(command).encode() + b"\n")
+        await stdin.drain()
+        line = await stdout.readline()
+        if not line:
+            raise RuntimeError(f"the load client exited ({await self._process.wait()})")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    async def run(self, headers: Sequence[dict[str, str]], turns: int) -> Run:
+        """A new session per entry of ``headers`` (untimed), then ``turns`` turns in each,
+        the sessions concurrently; CPU time is this process's during the turns."""
+        await self._ask({"op": "prepare", "headers": list(headers)})
+        cpu = time.process_time()
+        reply = await self._ask({"op": "run", "turns": turns})
+        return Run(
+            latencies=[float(x) for x in reply["latencies"]],
+            seconds=float(reply["seconds"]),
+            cpu_seconds=time.process_time() - cpu,
+            client_cpu_seconds=float(reply["cpu_seconds"]),
+        )
+
+
+SIDES = ("in_process", "http", "http_process")
+
+
 async def concurrent_rounds(
-    app: OracleApp, client: httpx.AsyncClient, users: Sequence[Ed25519Signer], turns: int
-) -> tuple[Run, Run, list[float]]:
-    """In-process and HTTP runs of all sessions at once, alternating; pooled, with ratios."""
+    app: OracleApp,
+    client: httpx.AsyncClient,
+    process: ClientProcess,
+    users: Sequence[Ed25519Signer],
+    turns: int,
+) -> dict[str, tuple[Run, list[float]]]:
+    """Each side with all sessions at once, in turn, every round; pooled runs, and each
+    HTTP side's ratio to the in-process run of the same round."""
     headers = [auth_headers(user, app.state.oracle_did) for user in users]
 
-    async def local() -> Run:
+    async def in_process() -> Run:
         return await run_sessions([in_process_turn(app, user.did()) for user in users], turns)
 
-    async def remote() -> Run:
+    async def http() -> Run:
         return await run_sessions([await http_turn(client, h) for h in headers], turns)
 
-    in_process, over_http, ratios = Run(), Run(), []
+    async def http_process() -> Run:
+        return await process.run(headers, turns)
+
+    sides = {"in_process": in_process, "http": http, "http_process": http_process}
+    pooled: dict[str, tuple[Run, list[float]]] = {name: (Run(), []) for name in SIDES}
     for index in range(ROUNDS):
         # Fresh sessions each round: every timed turn sees the same history. The order
-        # alternates so that drift on a shared machine hits both sides.
-        if index % 2 == 0:
-            first = await local()
-            second = await remote()
-        else:
-            second = await remote()
-            first = await local()
-        ratios.append(second.turns_per_s / first.turns_per_s)
-        in_process.add(first)
-        over_http.add(second)
-    return in_process, over_http, ratios
+        # reverses every other round so that drift on a shared machine hits every side.
+        order = SIDES if index % 2 == 0 else SIDES[::-1]
+        runs = {name: await sides[name]() for name in order}
+        for name, run in runs.items():
+            pooled[name][0].add(run)
+            pooled[name][1].append(run.turns_per_s / runs["in_process"].turns_per_s)
+    return pooled
 
 
 async def one_at_a_time(
-    app: OracleApp, client: httpx.AsyncClient, user: Ed25519Signer
+    app: OracleApp, client: httpx.AsyncClient, process: ClientProcess, user: Ed25519Signer
 ) -> dict[str, Run]:
     """Each layer on its own, one turn at a time: where the HTTP path's extra time goes."""
     headers = auth_headers(user, app.state.oracle_did)
     did = user.did()
-    runs = {name: Run() for name in ("run_turn", "astream", "runner", "http")}
+    names = ("run_turn", "astream", "runner", "http", "http_process")
+    runs = {name: Run() for name in names}
     # The first pass is a warm-up: it also absorbs what the concurrent rounds left behind
     # (connections closing, garbage), which would otherwise count against the first layer.
     for index in range(ALONE_SESSIONS + 1):
@@ -332,13 +431,16 @@ async def one_at_a_time(
             run = await run_sessions([turn], TURNS)
             if index > 0:
                 runs[name].add(run)
+        run = await process.run([headers], TURNS)
+        if index > 0:
+            runs["http_process"].add(run)
     return runs
 
 
 async def measure(sessions: int = SESSIONS, turns: int = TURNS) -> dict[str, Any]:
     """Warm every path, then the concurrent rounds, then the layers one turn at a time."""
     users = [Ed25519Signer.generate() for _ in range(sessions)]
-    limits = httpx.Limits(max_connections=sessions + 10, max_keepalive_connections=sessions + 10)
+    limits = client_limits(sessions + 10)
     errors = ErrorCount()
     server_logger = logging.getLogger("oracle")
     server_logger.addHandler(errors)
@@ -349,23 +451,27 @@ async def measure(sessions: int = SESSIONS, turns: int = TURNS) -> dict[str, Any
                 async with (
                     serving(app) as base_url,
                     httpx.AsyncClient(base_url=base_url, limits=limits, timeout=120) as client,
+                    ClientProcess.start(base_url) as process,
                 ):
                     # Opens every user's checkpoint file, the auth caches and connections.
                     headers = [auth_headers(user, app.state.oracle_did) for user in users]
                     await run_sessions([in_process_turn(app, u.did()) for u in users], WARMUP)
                     await run_sessions([await http_turn(client, h) for h in headers], WARMUP)
-                    local, remote, ratios = await concurrent_rounds(app, client, users, turns)
-                    alone = await one_at_a_time(app, client, users[0])
+                    await process.run(headers, WARMUP)
+                    pooled = await concurrent_rounds(app, client, process, users, turns)
+                    alone = await one_at_a_time(app, client, process, users[0])
     finally:
         server_logger.removeHandler(errors)
+    local = pooled["in_process"][0]
     return {
         "sessions": sessions,
         "turns_per_session": turns,
         "rounds": ROUNDS,
-        "in_process": local.figures(),
-        "http": remote.figures(),
-        "ratio": remote.turns_per_s / local.turns_per_s,
-        "round_ratios": ratios,
+        **{name: run.figures() for name, (run, _) in pooled.items()},
+        "ratio": pooled["http"][0].turns_per_s / local.turns_per_s,
+        "round_ratios": pooled["http"][1],
+        "ratio_process": pooled["http_process"][0].turns_per_s / local.turns_per_s,
+        "round_ratios_process": pooled["http_process"][1],
         "alone": {name: run.figures() for name, run in alone.items()},
         "server_errors": dict(errors.messages),
     }
@@ -374,21 +480,27 @@ async def measure(sessions: int = SESSIONS, turns: int = TURNS) -> dict[str, Any
 def report(result: dict[str, Any]) -> str:
     """Human-readable figures."""
     local, remote, alone = result["in_process"], result["http"], result["alone"]
+    separate = result["http_process"]
     sessions = result["sessions"]
-    ratios = result["round_ratios"]
     # Sessions that send their next turn as soon as one ends keep `sessions` turns in
     # flight, so the mean latency is sessions / rate (Little's law).
     needed = sessions / 0.25
 
     def row(label: str, run: dict[str, float]) -> str:
         return (
-            f"  {label:<24} {run['turns_per_s']:7.1f} {run['cpu_ms_per_turn']:7.1f} ms "
+            f"  {label:<32} {run['turns_per_s']:7.1f} {run['cpu_ms_per_turn']:7.1f} ms "
             f"{run['p50_ms']:6.0f} ms {run['p90_ms']:6.0f} ms {run['p99_ms']:6.0f} ms"
+        )
+
+    def ratio(label: str, pooled: float, rounds: list[float]) -> str:
+        return (
+            f"  ratio HTTP / in-process, {label:<19} {pooled:.0%} "
+            f"(rounds {min(rounds):.0%}..{max(rounds):.0%}); target >= 50%"
         )
 
     def layer(label: str, name: str) -> str:
         run = alone[name]
-        return f"    {label:<38} {run['cpu_ms_per_turn']:5.1f} ms {run['p50_ms']:6.1f} ms"
+        return f"    {label:<44} {run['cpu_ms_per_turn']:5.1f} ms {run['p50_ms']:6.1f} ms"
 
     errors = result["server_errors"]
     logged = "; ".join(f"{n}x {m}" for m, n in errors.items()) if errors else "none"
@@ -396,21 +508,26 @@ def report(result: dict[str, Any]) -> str:
         [
             f"Server throughput ({sessions} sessions, {result['rounds']} rounds x "
             f"{result['turns_per_session']} turns each, one tool call + answer)",
-            "  load generator (httpx), server and model double share one process and event",
-            "  loop on 2 cores (SQLite on aiosqlite threads): the HTTP side pays for its client",
-            "                           turns/s CPU/turn      p50       p90       p99",
+            "  server and model double share one process and event loop on 2 cores (SQLite",
+            "  on aiosqlite threads); the load generator (httpx) runs in that process too",
+            "  (client in-process), or in its own (client own process); CPU: server process",
+            "                                   turns/s CPU/turn      p50       p90       p99",
             row(f"in-process run_turn x{sessions}", local),
-            row(f"HTTP + SSE x{sessions}", remote),
-            f"  ratio HTTP / in-process: {result['ratio']:.0%} "
-            f"(rounds {min(ratios):.0%}..{max(ratios):.0%}); target >= 50%",
+            row(f"HTTP + SSE x{sessions}, client in-process", remote),
+            row(f"HTTP + SSE x{sessions}, client own process", separate),
+            f"    (the client process's own CPU: {separate['client_cpu_ms_per_turn']:.1f} ms"
+            " per turn)",
+            ratio("client in-process:", result["ratio"], result["round_ratios"]),
+            ratio("client own process:", result["ratio_process"], result["round_ratios_process"]),
             f"  HTTP p99 {remote['p99_ms']:.0f} ms; target <= 250 ms, which {sessions} "
             f"back-to-back sessions reach only at >= {needed:.0f} turns/s",
             f"  one turn at a time ({alone['http']['turns']:.0f} turns per layer)"
-            "                 CPU/turn      p50",
+            "                       CPU/turn      p50",
             layer("runtime.run_turn (ainvoke)", "run_turn"),
             layer("+ streamed model calls (astream)", "astream"),
             layer("+ TurnRunner (queue, frames, touch)", "runner"),
             layer("+ HTTP/SSE server and httpx client", "http"),
+            layer("  the same, client in its own process", "http_process"),
             f"  server errors logged: {logged}",
         ]
     )

@@ -48,6 +48,7 @@ from oracle_server.errors import (
 )
 from oracle_server.matrix.layer import MatrixLayer
 from oracle_server.persistence import (
+    SessionRecord,
     Storage,
     StorageUnavailableError,
     UserDatabases,
@@ -420,8 +421,7 @@ async def create_oracle_app(
 
     background: set[asyncio.Task[None]] = set()
 
-    async def title(turn: ActiveTurn) -> None:
-        record = await sessions.get(turn.user_did, turn.session_id)
+    async def title(turn: ActiveTurn, record: SessionRecord | None) -> None:
         if record is None or record.title not in (None, UNTITLED):
             return
         if not (core_env and has_title_model(core_env[0])):
@@ -447,9 +447,10 @@ async def create_oracle_app(
         task.add_done_callback(background.discard)
 
     async def touch(turn: ActiveTurn) -> None:
-        await sessions.touch(turn.user_did, turn.session_id, datetime.now(UTC))
+        # The touch returns the row, so the title check costs no second query.
+        record = await sessions.touch(turn.user_did, turn.session_id, datetime.now(UTC))
         if turn.status == "finished":
-            await title(turn)
+            await title(turn, record)
         if matrix is not None and turn.status == "finished":
             matrix.after_turn(
                 user_did=turn.user_did,

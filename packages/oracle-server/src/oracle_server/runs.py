@@ -465,6 +465,11 @@ def create_run_log(
 async def follow(log: RunLog, run_id: str, after: int) -> AsyncIterator[bytes]:
     """SSE frames of a run after event ``after``, live until ``done``; heartbeats between.
 
+    Each chunk holds whole frames: every event one read of the log returned, joined. They
+    were all in the log when read, so joining them delays none, and the response makes one
+    socket write where it would make one per frame (both SDK parsers take any grouping of
+    whole frames per network read).
+
     Check the run first (``await log.read(run_id, after, wait=0)`` raises
     :class:`RunGone`): once a response has started, a vanished run just ends the stream.
     """
@@ -480,8 +485,11 @@ async def follow(log: RunLog, run_id: str, after: int) -> AsyncIterator[bytes]:
                 return
             yield HEARTBEAT
             continue
+        frames: list[bytes] = []
         for event in events:
-            yield event.to_sse()
+            frames.append(event.to_sse())
             last = event.seq
             if event.event == "done":
+                yield b"".join(frames)
                 return
+        yield b"".join(frames)

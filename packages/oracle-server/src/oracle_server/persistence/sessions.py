@@ -137,7 +137,9 @@ class Sessions(Protocol):
         self, user_did: str, *, limit: int = 20, offset: int = 0, room_id: str | None = None
     ) -> tuple[builtins.list[SessionRecord], int]: ...
 
-    async def touch(self, user_did: str, session_id: str, when: datetime | None = None) -> None: ...
+    async def touch(
+        self, user_did: str, session_id: str, when: datetime | None = None
+    ) -> SessionRecord | None: ...
 
     async def set_title(self, user_did: str, session_id: str, title: str) -> None: ...
 
@@ -245,10 +247,29 @@ class SessionStore:
             total = (await conn.execute(count)).scalar_one()
         return [_record(row) for row in rows], int(total)
 
-    async def touch(self, user_did: str, session_id: str, when: datetime | None = None) -> None:
-        """Set ``last_updated_at`` to ``when`` (default: now); no-op for others' sessions."""
+    async def touch(
+        self, user_did: str, session_id: str, when: datetime | None = None
+    ) -> SessionRecord | None:
+        """Set ``last_updated_at`` to ``when`` (default: now); no-op for others' sessions.
+
+        Returns:
+            The session as stored after the update (one statement: the post-turn
+            bookkeeping reads the title from it), or ``None`` when ``user_did`` has no
+            such session.
+        """
         moment = when if when is not None else datetime.fromtimestamp(self._clock(), UTC)
-        await self._update(user_did, session_id, last_updated_at=moment)
+        statement = (
+            update(oracle_sessions)
+            .where(
+                oracle_sessions.c.session_id == session_id,
+                oracle_sessions.c.user_did == user_did,
+            )
+            .values(last_updated_at=moment)
+            .returning(oracle_sessions)
+        )
+        async with self._engine.begin() as conn:
+            row = (await conn.execute(statement)).mappings().one_or_none()
+        return None if row is None else _record(row)
 
     async def set_title(self, user_did: str, session_id: str, title: str) -> None:
         """Store a new title; no-op for another user's or an unknown session."""

@@ -228,7 +228,11 @@ class UserDatabases:
             await self.restorer.restore(user_did, self.storage_key(user_did), path)
         path.parent.mkdir(parents=True, exist_ok=True)
         saver = await _open_saver(path)
-        engine = create_async_engine(f"sqlite+aiosqlite:///{path}", pool_size=1, max_overflow=4)
+        # Two pooled connections (opened lazily): a client's next message looks its session
+        # up while the previous turn's bookkeeping still holds one, every turn. With one,
+        # that lookup opened an overflow connection (a thread, the file, the pragmas) and
+        # closed it again.
+        engine = create_async_engine(f"sqlite+aiosqlite:///{path}", pool_size=2, max_overflow=3)
         configure_sqlite(engine)
         try:
             async with engine.begin() as conn:
@@ -389,10 +393,12 @@ class UserSessions:
         async with self._dbs.use(user_did) as db:
             return await db.sessions.list(user_did, limit=limit, offset=offset, room_id=room_id)
 
-    async def touch(self, user_did: str, session_id: str, when: datetime | None = None) -> None:
-        """Move the session to the front of the list."""
+    async def touch(
+        self, user_did: str, session_id: str, when: datetime | None = None
+    ) -> SessionRecord | None:
+        """Move the session to the front of the list; the session as stored, or ``None``."""
         async with self._dbs.use(user_did) as db:
-            await db.sessions.touch(user_did, session_id, when)
+            return await db.sessions.touch(user_did, session_id, when)
 
     async def set_title(self, user_did: str, session_id: str, title: str) -> None:
         """Store a new title."""

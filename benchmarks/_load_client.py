@@ -1,0 +1,53 @@
+"""The load generator of ``server_throughput.py`` in a process of its own.
+
+``python -m benchmarks._load_client <base_url>`` keeps one httpx client to the server at
+``base_url`` and answers one JSON line on stdout for each JSON line on stdin:
+
+- ``{"op": "prepare", "headers": [...]}``: a new session for each user's headers
+  (untimed); answers ``{"sessions": n}``.
+- ``{"op": "run", "turns": n}``: ``n`` streamed turns in each prepared session, the
+  sessions concurrently; answers ``{"latencies": [...], "seconds": s, "cpu_seconds": c}``
+  (wall time of the run and this process's CPU time during it).
+
+The server process then holds only what the in-process baseline holds: the app and the
+model double. EOF on stdin ends the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+import httpx
+
+from benchmarks.server_throughput import TurnFn, client_limits, http_turn, run_sessions
+
+
+async def serve_commands(base_url: str) -> None:
+    """Answer commands from stdin until it closes."""
+    turns: list[TurnFn] = []
+    limits = client_limits(None)
+    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=120) as client:
+        while line := await asyncio.to_thread(sys.stdin.readline):
+            command: dict[str, Any] = json.loads(line)
+            reply: dict[str, Any]
+            if command["op"] == "prepare":
+                turns = [await http_turn(client, headers) for headers in command["headers"]]
+                reply = {"sessions": len(turns)}
+            elif command["op"] == "run":
+                run = await run_sessions(turns, int(command["turns"]))
+                reply = {
+                    "latencies": run.latencies,
+                    "seconds": run.seconds,
+                    "cpu_seconds": run.cpu_seconds,
+                }
+            else:
+                raise ValueError(f"unknown command {command['op']!r}")
+            sys.stdout.write(json.dumps(reply) + "\n")
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    asyncio.run(serve_commands(sys.argv[1]))
