@@ -12,6 +12,7 @@ from benchmarks import (
     matrix_restore,
     plugin_tokens,
     run_rejoin,
+    server_latency,
     server_throughput,
     turn_overhead,
     ucan_validation,
@@ -33,6 +34,8 @@ def main() -> None:
     print(backup_delta.report(asyncio.run(backup_delta.measure())))
     print()
     print(server_throughput.report(asyncio.run(server_throughput.measure())))
+    print()
+    print(server_latency.report(asyncio.run(server_latency.measure())))
     print()
     print(history_growth.report(asyncio.run(history_growth.measure())))
     print()

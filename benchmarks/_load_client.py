@@ -8,6 +8,10 @@
 - ``{"op": "run", "turns": n}``: ``n`` streamed turns in each prepared session, the
   sessions concurrently; answers ``{"latencies": [...], "seconds": s, "cpu_seconds": c}``
   (wall time of the run and this process's CPU time during it).
+- ``{"op": "open", "arrivals": [...], "picks": [...]}``: an open-loop schedule of
+  ``server_latency.py`` over the prepared sessions, at most one turn per session;
+  answers ``{"latencies": [...], "late": [...], "queued": q, "seconds": s,
+  "cpu_seconds": c}``, the lists in arrival order.
 
 The server process then holds only what the in-process baseline holds: the app and the
 model double. EOF on stdin ends the process.
@@ -22,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks.server_latency import Schedule, run_open_loop
 from benchmarks.server_throughput import TurnFn, client_limits, http_turn, run_sessions
 
 
@@ -42,6 +47,16 @@ async def serve_commands(base_url: str) -> None:
                     "latencies": run.latencies,
                     "seconds": run.seconds,
                     "cpu_seconds": run.cpu_seconds,
+                }
+            elif command["op"] == "open":
+                schedule = Schedule(arrivals=command["arrivals"], picks=command["picks"])
+                opened = await run_open_loop(turns, schedule)
+                reply = {
+                    "latencies": opened.latencies,
+                    "late": opened.late,
+                    "queued": opened.queued,
+                    "seconds": opened.seconds,
+                    "cpu_seconds": opened.cpu_seconds,
                 }
             else:
                 raise ValueError(f"unknown command {command['op']!r}")

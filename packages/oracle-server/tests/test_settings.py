@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
 
 from oracle_core import EnvValidationError
 from oracle_server import create_oracle_app
+from oracle_server.bootstrap import freeze_boot_objects
 from oracle_server.settings import check_replica_bus, load_settings
 
 # Port 9 (discard) refuses connections: a boot that tried to open it would fail otherwise.
@@ -95,3 +97,24 @@ async def test_the_boot_fails_before_opening_the_database(tmp_path: Path) -> Non
 
     # Nothing was created on disk either: the rule is checked first.
     assert not (tmp_path / "data").exists()
+
+
+LOCAL = {"ORACLE_BACKEND": "local"}
+
+
+def test_gc_freeze_at_start_is_on_by_default_and_can_be_turned_off() -> None:
+    assert load_settings(LOCAL).gc_freeze_at_start is True
+    assert load_settings({**LOCAL, "GC_FREEZE_AT_START": "false"}).gc_freeze_at_start is False
+
+
+def test_freezing_boot_objects_empties_the_collected_generations() -> None:
+    gc.unfreeze()
+    try:
+        frozen = freeze_boot_objects()
+        counts = gc.get_count()
+        tracked = len(gc.get_objects())
+    finally:
+        gc.unfreeze()
+    assert frozen > 1000
+    # Everything alive was moved out of the generations a collection walks.
+    assert tracked < frozen / 100, (tracked, counts)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -220,6 +221,9 @@ class OracleApp:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, self._stop.set)
         settings = self.state.settings
+        if settings.gc_freeze_at_start:
+            frozen = freeze_boot_objects()
+            logging.getLogger("oracle.server").debug("gc: froze %d boot objects", frozen)
         await self.serve(
             host=settings.host,
             port=settings.port if port is None else port,
@@ -590,6 +594,26 @@ def _lifespan(matrix: MatrixLayer | None) -> Callable[[Starlette], Any]:
         yield
 
     return lifespan
+
+
+def freeze_boot_objects() -> int:
+    """Collect once, then move every live object to the collector's permanent generation.
+
+    What boot leaves behind (imported modules, compiled graphs, plugins) lives as long as
+    the process, and every full collection would otherwise walk it again: after booting
+    the example oracle that walk took 55-60 ms on a quiet 2-core machine (over 100 ms
+    under load), a pause that every turn in flight waits out. Frozen, a full collection
+    walks only what serving created since. ``OracleApp.listen`` calls it unless
+    ``GC_FREEZE_AT_START=false``; an app embedded in a larger process or built in tests
+    leaves the collector alone (frozen objects that later form garbage cycles are never
+    collected).
+
+    Returns:
+        How many objects are frozen.
+    """
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
 
 
 def _routes_of(app: Callable[[], Starlette]) -> Callable[[], list[BaseRoute]]:
