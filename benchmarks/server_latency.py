@@ -20,7 +20,7 @@ the server's process (the baseline), alternating which goes first. Every run sta
 path one turn at a time.
 
 The server's process freezes what boot and the warm-up turns left behind
-(``freeze_boot_objects``) before measuring, as ``OracleApp.listen`` does in production.
+(``freeze_boot_objects``) before measuring, as ``OracleApp.serve`` does in production.
 """
 
 from __future__ import annotations

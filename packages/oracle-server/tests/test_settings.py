@@ -11,6 +11,7 @@ from oracle_core import EnvValidationError
 from oracle_server import create_oracle_app
 from oracle_server.bootstrap import freeze_boot_objects
 from oracle_server.settings import check_replica_bus, load_settings
+from oracle_server.testing.server import free_port
 
 # Port 9 (discard) refuses connections: a boot that tried to open it would fail otherwise.
 UNREACHABLE_POSTGRES = "postgresql://nobody@127.0.0.1:9/oracle"
@@ -118,3 +119,26 @@ def test_freezing_boot_objects_empties_the_collected_generations() -> None:
     assert frozen > 1000
     # Everything alive was moved out of the generations a collection walks.
     assert tracked < frozen / 100, (tracked, counts)
+
+
+@pytest.mark.parametrize(("env", "frozen"), [({}, True), ({"GC_FREEZE_AT_START": "false"}, False)])
+async def test_serve_freezes_boot_objects_unless_turned_off(
+    tmp_path: Path, env: dict[str, str], frozen: bool
+) -> None:
+    app = await create_oracle_app(
+        {"name": "Frozen"},
+        env={**LOCAL, "SQLITE_DATABASE_PATH": str(tmp_path), **env},
+        discover_entry_points=False,
+        require_llm=False,
+    )
+    seen: list[int] = []
+
+    async def stop_at_once() -> None:
+        seen.append(gc.get_freeze_count())
+
+    gc.unfreeze()
+    try:
+        await app.serve(host="127.0.0.1", port=free_port(), shutdown_trigger=stop_at_once)
+    finally:
+        gc.unfreeze()
+    assert (seen[0] > 1000) is frozen

@@ -184,10 +184,29 @@ class OracleApp:
         return config
 
     async def serve(
-        self, *, host: str, port: int, shutdown_trigger: Callable[[], Awaitable[Any]]
+        self,
+        *,
+        host: str,
+        port: int,
+        shutdown_trigger: Callable[[], Awaitable[Any]],
+        freeze_gc: bool | None = None,
     ) -> None:
-        """Serve until ``shutdown_trigger`` resolves, then shut down."""
+        """Serve until ``shutdown_trigger`` resolves, then shut down.
+
+        Args:
+            host: The address to bind.
+            port: The port to bind.
+            shutdown_trigger: Resolves when the server should stop.
+            freeze_gc: Freeze what boot left behind before serving
+                (``freeze_boot_objects``); ``None`` follows ``GC_FREEZE_AT_START`` (on by
+                default). Test servers pass ``False``: a process that boots many apps
+                would keep each one's objects out of the collector's reach.
+        """
         from hypercorn.asyncio import serve
+
+        if self.state.settings.gc_freeze_at_start if freeze_gc is None else freeze_gc:
+            frozen = freeze_boot_objects()
+            logging.getLogger("oracle.server").debug("gc: froze %d boot objects", frozen)
 
         # --- socket.io gateway: close sockets as soon as shutdown starts (SRV-12 step 1) ---
         if self.gateway is not None:
@@ -221,9 +240,6 @@ class OracleApp:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, self._stop.set)
         settings = self.state.settings
-        if settings.gc_freeze_at_start:
-            frozen = freeze_boot_objects()
-            logging.getLogger("oracle.server").debug("gc: froze %d boot objects", frozen)
         await self.serve(
             host=settings.host,
             port=settings.port if port is None else port,
@@ -603,10 +619,10 @@ def freeze_boot_objects() -> int:
     the process, and every full collection would otherwise walk it again: after booting
     the example oracle that walk took 55-60 ms on a quiet 2-core machine (over 100 ms
     under load), a pause that every turn in flight waits out. Frozen, a full collection
-    walks only what serving created since. ``OracleApp.listen`` calls it unless
-    ``GC_FREEZE_AT_START=false``; an app embedded in a larger process or built in tests
-    leaves the collector alone (frozen objects that later form garbage cycles are never
-    collected).
+    walks only what serving created since. ``OracleApp.serve`` (and so ``listen``,
+    ``oracle serve``) calls it unless ``GC_FREEZE_AT_START=false``; an app served some
+    other way, or by the test servers, leaves the collector alone (frozen objects that
+    later form garbage cycles are never collected).
 
     Returns:
         How many objects are frozen.

@@ -477,7 +477,7 @@ async def start_oracle(tmp_path: Path) -> AsyncIterator[StartOracle]:
         port = free_port()
         stop = asyncio.Event()
         serving = asyncio.create_task(
-            app.serve(host="127.0.0.1", port=port, shutdown_trigger=stop.wait)
+            app.serve(host="127.0.0.1", port=port, shutdown_trigger=stop.wait, freeze_gc=False)
         )
         http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30)
         oracle = RunningOracle(app, double, port, http, stop, serving)

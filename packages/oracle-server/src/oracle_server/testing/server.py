@@ -31,7 +31,7 @@ async def serving(app: OracleApp, *, port: int | None = None) -> AsyncIterator[s
     chosen = port or free_port()
     stop = asyncio.Event()
     task = asyncio.get_running_loop().create_task(
-        app.serve(host="127.0.0.1", port=chosen, shutdown_trigger=stop.wait)
+        app.serve(host="127.0.0.1", port=chosen, shutdown_trigger=stop.wait, freeze_gc=False)
     )
     base_url = f"http://127.0.0.1:{chosen}"
     try:
