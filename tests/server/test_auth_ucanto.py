@@ -8,8 +8,6 @@ Missing Node or npm fails these tests.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -22,6 +20,7 @@ import pytest
 
 from oracle_server import OracleApp
 from oracle_server.testing import OpenAIDouble
+from oracle_ucan.testing import NodeSetupError, node_with_locked_packages
 
 ROOT = Path(__file__).resolve().parents[2]
 JS_DIR = ROOT / "packages" / "oracle-ucan" / "tests" / "interop" / "js"
@@ -31,30 +30,12 @@ USER_SEED = "11" * 32
 Serve = Callable[..., AbstractAsyncContextManager[tuple[OracleApp, str]]]
 
 
-def _tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        pytest.fail(f"`{name}` is not on PATH: these tests need Node 20+ and npm", pytrace=False)
-    return path
-
-
 @pytest.fixture(scope="module")
 def ucanto() -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
-    node, npm = _tool("node"), _tool("npm")
-    installed = JS_DIR / "node_modules" / ".package-lock.json"
-    lock = JS_DIR / "package-lock.json"
-    if not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime:
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=JS_DIR,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "npm_config_update_notifier": "false"},
-            check=False,
-        )
-        if done.returncode != 0:
-            pytest.fail(f"npm ci failed:\n{done.stderr[-2000:]}", pytrace=False)
+    try:
+        node = node_with_locked_packages(JS_DIR, code="auth", purpose="these tests")
+    except NodeSetupError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
     def run(requests: list[dict[str, Any]]) -> dict[str, Any]:
         done = subprocess.run(

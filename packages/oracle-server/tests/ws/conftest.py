@@ -18,10 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import shutil
 import socket
-import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,11 +37,10 @@ from oracle_server import OracleApp, create_oracle_app
 from oracle_server.testing import OpenAIDouble, Step
 from oracle_server.ws import SocketGateway
 from oracle_ucan import Ed25519Signer, delegate, invoke
+from oracle_ucan.testing import NodeSetupError, node_with_locked_packages
 
 JS_DIR = Path(__file__).parent / "js"
 NODE_CLIENT = JS_DIR / "socket_client.mjs"
-NODE_MAJOR = 20
-NPM_CI_TIMEOUT = 300
 WAIT = 10.0
 """Seconds a test waits for an event before failing."""
 
@@ -52,68 +48,13 @@ WAIT = 10.0
 # -- Node ------------------------------------------------------------------------------
 
 
-def _tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        pytest.fail(
-            f"ws.node_missing: `{name}` is not on PATH; the socket.io client tests need "
-            f"Node {NODE_MAJOR}+ and npm (.ci/run installs them)",
-            pytrace=False,
-        )
-    return path
-
-
-def _locked_packages(lockfile: Path) -> dict[str, tuple[object, object]] | None:
-    try:
-        packages = json.loads(lockfile.read_text())["packages"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return {
-        name: (entry.get("version"), entry.get("integrity"))
-        for name, entry in packages.items()
-        if name  # "" is the project itself, absent from the installed tree's lockfile
-    }
-
-
-def _install_is_current() -> bool:
-    """Whether ``node_modules`` holds exactly what ``package-lock.json`` pins."""
-    lock = JS_DIR / "package-lock.json"
-    installed = JS_DIR / "node_modules" / ".package-lock.json"
-    if not installed.is_file() or installed.stat().st_mtime < lock.stat().st_mtime:
-        return False
-    wanted = _locked_packages(lock)
-    return wanted is not None and wanted == _locked_packages(installed)
-
-
 @pytest.fixture(scope="session")
 def node() -> str:
     """The ``node`` executable, after ``npm ci`` when the install is missing or stale."""
-    node_path = _tool("node")
-    npm_path = _tool("npm")
-    version = subprocess.run(
-        [node_path, "--version"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    major = version.lstrip("v").split(".", 1)[0]
-    if not major.isdigit() or int(major) < NODE_MAJOR:
-        pytest.fail(f"ws.node_too_old: Node {version!r}; need {NODE_MAJOR}+", pytrace=False)
-    if not _install_is_current():
-        env = {**os.environ, "npm_config_update_notifier": "false"}
-        done = subprocess.run(
-            [npm_path, "ci", "--no-audit", "--no-fund"],
-            cwd=JS_DIR,
-            capture_output=True,
-            text=True,
-            timeout=NPM_CI_TIMEOUT,
-            env=env,
-            check=False,
-        )
-        if done.returncode != 0:
-            pytest.fail(
-                f"ws.npm_ci_failed: `npm ci` in {JS_DIR} exited {done.returncode}:\n"
-                f"{done.stderr[-4000:]}",
-                pytrace=False,
-            )
-    return node_path
+    try:
+        return node_with_locked_packages(JS_DIR, code="ws", purpose="the socket.io client tests")
+    except NodeSetupError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 class _Records:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -21,78 +19,25 @@ from typing import Any
 import pytest
 from multiformats.cid import CID
 
+from oracle_ucan.testing import NodeSetupError, node_with_locked_packages
+
 JS_DIR = Path(__file__).parent / "js"
 BRIDGE = JS_DIR / "ucanto_bridge.mjs"
-NODE_MAJOR = 20
-NPM_CI_TIMEOUT = 300
 BRIDGE_TIMEOUT = 60
 
 Ucanto = Callable[[list[dict[str, Any]]], dict[str, Any]]
 """Runs a batch of bridge requests in one Node process; returns each ``ok`` value by id."""
 
 
-def _tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        pytest.fail(
-            f"interop.node_missing: `{name}` is not on PATH; the ucanto interoperability "
-            f"tests need Node {NODE_MAJOR}+ and npm (.ci/run installs them)",
-            pytrace=False,
-        )
-    return path
-
-
-def _locked_packages(lockfile: Path) -> dict[str, tuple[object, object]] | None:
-    try:
-        packages = json.loads(lockfile.read_text())["packages"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return {
-        name: (entry.get("version"), entry.get("integrity"))
-        for name, entry in packages.items()
-        if name  # "" is the project itself, absent from the installed tree's lockfile
-    }
-
-
-def _install_is_current() -> bool:
-    """Whether ``node_modules`` holds exactly what ``package-lock.json`` pins."""
-    lock = JS_DIR / "package-lock.json"
-    installed = JS_DIR / "node_modules" / ".package-lock.json"
-    if not installed.is_file() or installed.stat().st_mtime < lock.stat().st_mtime:
-        return False
-    wanted = _locked_packages(lock)
-    return wanted is not None and wanted == _locked_packages(installed)
-
-
 @pytest.fixture(scope="session")
 def node() -> str:
     """The ``node`` executable, after ``npm ci`` when the install is missing or stale."""
-    node_path = _tool("node")
-    npm_path = _tool("npm")
-    version = subprocess.run(
-        [node_path, "--version"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    major = version.lstrip("v").split(".", 1)[0]
-    if not major.isdigit() or int(major) < NODE_MAJOR:
-        pytest.fail(f"interop.node_too_old: Node {version!r}; need {NODE_MAJOR}+", pytrace=False)
-    if not _install_is_current():
-        env = {**os.environ, "npm_config_update_notifier": "false"}
-        done = subprocess.run(
-            [npm_path, "ci", "--no-audit", "--no-fund"],
-            cwd=JS_DIR,
-            capture_output=True,
-            text=True,
-            timeout=NPM_CI_TIMEOUT,
-            env=env,
-            check=False,
+    try:
+        return node_with_locked_packages(
+            JS_DIR, code="interop", purpose="the ucanto interoperability tests"
         )
-        if done.returncode != 0:
-            pytest.fail(
-                f"interop.npm_ci_failed: `npm ci` in {JS_DIR} exited {done.returncode}:\n"
-                f"{done.stderr[-4000:]}",
-                pytrace=False,
-            )
-    return node_path
+    except NodeSetupError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 def _to_wire(value: object) -> object:
