@@ -3,15 +3,20 @@
 One user's thread is grown by real turns through ``runtime.run_turn`` (each turn is a
 question, a tool call, the tool's result and an answer: four messages) against the
 OpenAI-compatible model double, with the server's per-user SQLite checkpointer. Along the
-way, the bytes every turn adds to the user's ``checkpoints`` and ``writes`` tables are
-summed (blob lengths, so SQLite page slack and the WAL do not blur them).
+way, the bytes every turn adds to the user's ``checkpoints``, ``writes`` and
+``oracle_message_blobs`` tables are summed (blob lengths, so SQLite page slack and the WAL
+do not blur them).
 
-For latency, the thread at 4 and at 500 messages is copied row for row (every checkpoint
-and write, under a fresh thread id: an exact copy of what real turns wrote; a thread's
-messages are spread over its checkpoints' writes, so its latest checkpoint alone does not
-hold them), and one turn is timed on each copy: in-process through ``run_turn`` and over
-HTTP (SSE to ``done``), one turn at a time, alternating sizes so that drift hits both.
+For latency, the thread at 4 and at 500 messages is copied row for row (every checkpoint,
+write and stored message, under a fresh thread id: an exact copy of what real turns
+wrote; a thread's messages are spread over its checkpoints' writes, so its latest
+checkpoint alone does not hold them), and one turn is timed on each copy: in-process
+through ``run_turn`` and over HTTP (SSE to ``done``), one turn at a time, alternating
+sizes so that drift hits both.
 The short history is 4 messages rather than 5 because a settled thread holds whole turns.
+What boot and the warm-up turns left behind is frozen (``freeze_boot_objects``) before
+the thread grows, as ``OracleApp.serve`` does in production. The model double shares the
+process: parsing a request costs it what a real model server would spend elsewhere.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from benchmarks.server_throughput import (
 from oracle_core import SessionInfo, TurnRequest, UserInfo
 from oracle_core._state import MESSAGES_SNAPSHOT_FREQUENCY
 from oracle_server import OracleApp
+from oracle_server.bootstrap import freeze_boot_objects
 from oracle_server.testing import OpenAIDouble, auth_headers, serving
 from oracle_ucan import Ed25519Signer
 
@@ -51,25 +57,38 @@ SOURCE = "history-source"
 SNAPSHOT_PERIOD = max(1, MESSAGES_SNAPSHOT_FREQUENCY // MESSAGES_PER_TURN)
 
 
-async def table_bytes(saver: Any, thread_id: str) -> tuple[int, int, int]:
-    """Checkpoint rows, their blob bytes, and pending-write blob bytes of ``thread_id``."""
+MESSAGE_TABLE = "oracle_message_blobs"
+
+
+async def table_bytes(saver: Any, thread_id: str) -> tuple[int, int, int, int]:
+    """Checkpoint rows of ``thread_id`` and the blob bytes of its rows, per table.
+
+    Returns checkpoint rows, checkpoint and metadata bytes, pending-write bytes, and the
+    bytes of messages stored once for snapshots (digest and value).
+    """
     checkpoints = (
         "SELECT COUNT(*), COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0)"
         " FROM checkpoints WHERE thread_id = ?"
     )
     writes = "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes WHERE thread_id = ?"
+    messages = (
+        f"SELECT COALESCE(SUM(LENGTH(digest) + LENGTH(value)), 0) FROM {MESSAGE_TABLE}"
+        " WHERE thread_id = ?"
+    )
     async with saver.lock:
         async with saver.conn.execute(checkpoints, (thread_id,)) as cursor:
             rows, blob = await cursor.fetchone()
         async with saver.conn.execute(writes, (thread_id,)) as cursor:
             (written,) = await cursor.fetchone()
-    return int(rows), int(blob), int(written)
+        async with saver.conn.execute(messages, (thread_id,)) as cursor:
+            (stored,) = await cursor.fetchone()
+    return int(rows), int(blob), int(written), int(stored)
 
 
 async def copy_thread(saver: Any, source: str, target: str) -> None:
-    """Copy every ``checkpoints`` and ``writes`` row of ``source`` to ``target``."""
+    """Copy every row of ``source`` to ``target``, in each table keyed by thread."""
     async with saver.lock:
-        for table in ("checkpoints", "writes"):
+        for table in ("checkpoints", "writes", MESSAGE_TABLE):
             async with saver.conn.execute(f"PRAGMA table_info({table})") as cursor:
                 columns = [row[1] for row in await cursor.fetchall() if row[1] != "thread_id"]
             names = ", ".join(columns)
@@ -108,6 +127,7 @@ async def grow(app: OracleApp, did: str, saver: Any) -> dict[str, Any]:
             "rows": after[0] - before[0],
             "checkpoint_bytes": after[1] - before[1],
             "write_bytes": after[2] - before[2],
+            "message_bytes": after[3] - before[3],
         }
         before = after
     messages = await app.runtime.thread_messages(did, f"seed-{LONG}")
@@ -149,6 +169,11 @@ def file_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in (path, wal) if p.exists())
 
 
+def added(turn: dict[str, int]) -> int:
+    """Blob bytes a turn added: checkpoints, pending writes and stored messages."""
+    return turn["checkpoint_bytes"] + turn["write_bytes"] + turn["message_bytes"]
+
+
 def slope(points: dict[int, int]) -> float:
     """Least-squares slope of ``points`` (bytes per message of history)."""
     xs, ys = list(points), list(points.values())
@@ -160,7 +185,7 @@ def slope(points: dict[int, int]) -> float:
 async def measure() -> dict[str, Any]:
     """Grow the thread, then time turns on copies of it at both sizes."""
     user = Ed25519Signer.generate()
-    async with OpenAIDouble(auto_reply=tool_then_answer) as double:
+    async with OpenAIDouble(auto_reply=tool_then_answer, keep_requests=16) as double:
         with tempfile.TemporaryDirectory() as tmp:
             app = await create_app(double, tmp)
             async with serving(app) as base_url, httpx.AsyncClient(base_url=base_url) as client:
@@ -169,6 +194,7 @@ async def measure() -> dict[str, Any]:
                 await local_turn(app, user.did(), "warm-up")
                 headers = auth_headers(user, app.state.oracle_did)
                 await sse_turn(client, headers, await new_session(client, headers))
+                frozen = freeze_boot_objects()
                 growth = await grow(app, user.did(), saver)
                 path = app.state.checkpointers.path_for(user.did())
                 growth["file_bytes"] = file_bytes(path)
@@ -182,6 +208,7 @@ async def measure() -> dict[str, Any]:
         for path, sizes in samples.items()
     }
     return {
+        "frozen_objects": frozen,
         "samples": SAMPLES,
         "short": SHORT,
         "long": LONG,
@@ -189,16 +216,16 @@ async def measure() -> dict[str, Any]:
         "ratio_local": latency["local"][LONG] / latency["local"][SHORT],
         "ratio_http": latency["http"][LONG] / latency["http"][SHORT],
         "bytes_at": {h: per_turn[h] for h in BYTES_AT},
-        "mean_bytes_at": {
-            h: statistics.fmean(t["checkpoint_bytes"] + t["write_bytes"] for t in turns)
-            for h, turns in window.items()
-        },
-        "snapshot_period": SNAPSHOT_PERIOD,
-        "bytes_per_history_message": slope(
-            {h: t["checkpoint_bytes"] + t["write_bytes"] for h, t in per_turn.items()}
+        "mean_bytes_at": {h: statistics.fmean(map(added, turns)) for h, turns in window.items()},
+        "snapshot_at_long": max(
+            (t for t in window[LONG] if t["message_bytes"]),
+            key=lambda t: t["checkpoint_bytes"],
+            default=None,
         ),
+        "snapshot_period": SNAPSHOT_PERIOD,
+        "bytes_per_history_message": slope({h: added(t) for h, t in per_turn.items()}),
         "turns_grown": len(per_turn),
-        "total_checkpoint_bytes": sum(t["checkpoint_bytes"] for t in per_turn.values()),
+        "total_blob_bytes": sum(map(added, per_turn.values())),
         "file_bytes": growth["file_bytes"],
         "message_list_bytes": growth["message_list_bytes"],
         "messages": growth["messages"],
@@ -212,30 +239,40 @@ def report(result: dict[str, Any]) -> str:
     at, means, period = result["bytes_at"], result["mean_bytes_at"], result["snapshot_period"]
     growth = means[max(means)] / means[min(means)]
     rows = "\n".join(
-        f"    {history:>4} messages: {t['checkpoint_bytes'] + t['write_bytes']:>7,} B/turn, "
-        f"mean {means[history]:>7,.0f} ({t['rows']} checkpoints {t['checkpoint_bytes']:>6,} B, "
+        f"    {history:>4} messages: {added(t):>7,} B/turn, mean {means[history]:>7,.0f} "
+        f"({t['rows']} checkpoints {t['checkpoint_bytes']:>6,} B, "
         f"writes {t['write_bytes']:>6,} B)"
         for history, t in at.items()
+    )
+    snapshot = result["snapshot_at_long"]
+    snapshot_line = (
+        f"  the snapshot turn after {long} messages: {added(snapshot):,} B, of which "
+        f"{snapshot['message_bytes']:,} B of messages no earlier snapshot stored"
+        if snapshot
+        else f"  no snapshot in the {period} turns after {long} messages"
     )
     return "\n".join(
         [
             "History growth (one session, turns of 4 messages: question, tool call, result,",
-            f"  answer; latency: median of {result['samples']} turns on copies of a grown thread)",
+            f"  answer; latency: median of {result['samples']} turns on copies of a grown thread;",
+            f"  {result['frozen_objects']:,} boot objects frozen)",
             f"  run_turn:   {short:>3} messages {local[short]:6.1f} ms, {long} messages "
             f"{local[long]:6.1f} ms = {result['ratio_local']:.2f}x; target <= 1.5x",
             f"  HTTP + SSE: {short:>3} messages {remote[short]:6.1f} ms, {long} messages "
             f"{remote[long]:6.1f} ms = {result['ratio_http']:.2f}x",
-            "  checkpoint bytes added per turn (SQLite blobs), by history before the turn;",
-            f"  the mean is over that turn and the next {period - 1} (one full copy of the",
-            f"  message list every {period} turns):",
+            "  checkpoint bytes added per turn (SQLite blobs: checkpoints, writes, stored",
+            "  messages), by history before the turn; the mean is over that turn and the",
+            f"  next {period - 1} (one snapshot of the message list every {period} turns):",
             rows,
-            f"  {growth:.1f}x from {min(at)} to {max(at)} messages, means (target: flat): "
-            f"+{result['bytes_per_history_message']:,.0f} B a turn per message of history",
-            "  messages are stored as each step's new writes (LangGraph DeltaChannel), plus the",
-            f"  whole list ({result['message_list_bytes']:,} B at {result['messages']} messages) "
-            f"in one checkpoint every {period} turns",
-            f"  after {result['turns_grown']} turns: {result['total_checkpoint_bytes']:,} B "
-            f"of checkpoint blobs, {result['file_bytes']:,} B on disk (file + WAL)",
+            f"  {growth:.2f}x from {min(at)} to {max(at)} messages, means (target: flat): "
+            f"{result['bytes_per_history_message']:+,.1f} B a turn per message of history",
+            "  messages are stored as each step's new writes (LangGraph DeltaChannel); a",
+            "  snapshot lists them by digest and stores the ones no earlier snapshot did",
+            snapshot_line,
+            f"  (LangGraph's saver copies the whole list, {result['message_list_bytes']:,} B at "
+            f"{result['messages']} messages, into every snapshot)",
+            f"  after {result['turns_grown']} turns: {result['total_blob_bytes']:,} B "
+            f"of blobs, {result['file_bytes']:,} B on disk (file + WAL)",
         ]
     )
 

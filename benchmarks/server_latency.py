@@ -219,7 +219,7 @@ async def measure(sessions: int = SESSIONS, turns: int = OPEN_TURNS) -> dict[str
     server_logger.addHandler(errors)
     loads: list[dict[str, Any]] = []
     try:
-        async with OpenAIDouble(auto_reply=tool_then_answer) as double:
+        async with OpenAIDouble(auto_reply=tool_then_answer, keep_requests=16) as double:
             with tempfile.TemporaryDirectory() as tmp:
                 app = await create_app(double, tmp)
                 async with serving(app) as base_url, OpenLoopClient.start(base_url) as process:

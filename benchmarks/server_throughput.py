@@ -445,7 +445,7 @@ async def measure(sessions: int = SESSIONS, turns: int = TURNS) -> dict[str, Any
     server_logger = logging.getLogger("oracle")
     server_logger.addHandler(errors)
     try:
-        async with OpenAIDouble(auto_reply=tool_then_answer) as double:
+        async with OpenAIDouble(auto_reply=tool_then_answer, keep_requests=16) as double:
             with tempfile.TemporaryDirectory() as tmp:
                 app = await create_app(double, tmp)
                 async with (

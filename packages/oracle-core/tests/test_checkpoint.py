@@ -22,6 +22,7 @@ from oracle_core import (
     PluginContext,
     PluginManifest,
     PluginTool,
+    PrimedCheckpointer,
     RuntimeContext,
     SessionInfo,
     SqliteCheckpointers,
@@ -360,3 +361,126 @@ async def test_local_runtime_defaults_to_per_user_sqlite(tmp_path: Path) -> None
     finally:
         await reopened.aclose()
     assert [m.text for m in state["messages"]] == ["hi", "Stored."]
+
+
+# --- one read of the thread per turn (PrimedCheckpointer) -----------------------------
+
+
+class CountingReads:
+    """Counts the thread loads that reach a saver (its latest-checkpoint reads)."""
+
+    def __init__(self, saver: Any) -> None:
+        self.latest = 0
+        self.histories = 0
+        get_tuple, get_history = saver.aget_tuple, saver.aget_delta_channel_history
+
+        async def aget_tuple(config: RunnableConfig) -> Any:
+            if not config["configurable"].get("checkpoint_id"):
+                self.latest += 1
+            return await get_tuple(config)
+
+        async def aget_delta_channel_history(**kwargs: Any) -> Any:
+            self.histories += 1
+            return await get_history(**kwargs)
+
+        saver.aget_tuple = aget_tuple
+        saver.aget_delta_channel_history = aget_delta_channel_history
+
+
+def turn(runtime: TestRuntime, text: str, thread: str = "test-thread") -> TurnRequest:
+    return TurnRequest(user=runtime.user, session=SessionInfo(id=thread), message=text)
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+async def checkpointers(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    savers = SqliteCheckpointers(tmp_path) if request.param == "sqlite" else InMemoryCheckpointers()
+    yield savers
+    await savers.aclose()
+
+
+async def test_a_turn_loads_its_thread_once(checkpointers: Any) -> None:
+    model = ScriptedChatModel(["first", "second"])
+    async with await runtime_on(checkpointers, model) as runtime:
+        await runtime.runtime.run_turn(turn(runtime, "one"))
+        reads = CountingReads(await checkpointers(runtime.user.did))
+
+        result = await runtime.runtime.run_turn(turn(runtime, "two"))
+
+    assert [m.text for m in result["messages"]] == ["one", "first", "two", "second"]
+    # The build read the thread (checkpoint and message history); the agent's own load
+    # was answered from that read.
+    assert (reads.latest, reads.histories) == (1, 1)
+
+
+async def test_a_new_thread_is_not_read_twice_either(checkpointers: Any) -> None:
+    model = ScriptedChatModel(["hello"])
+    async with await runtime_on(checkpointers, model) as runtime:
+        reads = CountingReads(await checkpointers(runtime.user.did))
+
+        result = await runtime.runtime.run_turn(turn(runtime, "hi", thread="fresh"))
+
+    assert [m.text for m in result["messages"]] == ["hi", "hello"]
+    assert (reads.latest, reads.histories) == (1, 0)
+
+
+async def test_a_turn_written_between_build_and_run_is_not_lost(checkpointers: Any) -> None:
+    """The agent's load is answered from the build's read only if the thread has not moved."""
+    model = ScriptedChatModel(["first", "between", "last"])
+    async with await runtime_on(checkpointers, model) as runtime:
+        await runtime.runtime.run_turn(turn(runtime, "one"))
+        built = await runtime.runtime.build_agent(turn(runtime, "three"))
+        await runtime.runtime.run_turn(turn(runtime, "two"))
+
+        result = await built.agent.ainvoke(built.input, config=built.config, context=built.context)
+
+    assert [m.text for m in result["messages"]] == [
+        "one",
+        "first",
+        "two",
+        "between",
+        "three",
+        "last",
+    ]
+
+
+async def test_pending_writes_added_after_the_build_are_seen(tmp_path: Path) -> None:
+    """Same checkpoint, more writes on it (a run that stopped mid-step): not served stale."""
+    savers = SqliteCheckpointers(tmp_path)
+    model = ScriptedChatModel(["first", "second"])
+    try:
+        async with await runtime_on(savers, model) as runtime:
+            await runtime.runtime.run_turn(turn(runtime, "one"))
+            saver = await savers(runtime.user.did)
+            primed = PrimedCheckpointer(saver)
+            latest = await primed.aget_tuple(THREAD)
+            assert latest is not None
+            await saver.aput_writes(latest.config, [("note", "written later")], "task-1")
+
+            again = await primed.aget_tuple(THREAD)
+    finally:
+        await savers.aclose()
+
+    assert again is not None
+    assert again.checkpoint["id"] == latest.checkpoint["id"]
+    assert [w[1:] for w in again.pending_writes or []] == [("note", "written later")]
+
+
+async def test_savers_it_cannot_check_are_passed_through() -> None:
+    """A saver with no cheap way to tell whether a thread moved is never answered for."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    # A saver of a kind it does not know: a forwarding one (itself) over a memory saver.
+    inner = PrimedCheckpointer(InMemorySaver())
+    reads = CountingReads(inner)
+    model = ScriptedChatModel(["first", "second"])
+    async with await runtime_on(lambda did: _returning(inner), model) as runtime:
+        await runtime.runtime.run_turn(turn(runtime, "one"))
+        reads.latest = 0
+        result = await runtime.runtime.run_turn(turn(runtime, "two"))
+
+    assert [m.text for m in result["messages"]] == ["one", "first", "two", "second"]
+    assert reads.latest == 2
+
+
+async def _returning(saver: Any) -> Any:
+    return saver

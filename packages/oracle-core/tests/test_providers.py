@@ -940,3 +940,53 @@ def test_passthrough_leaves_the_responses_api_alone() -> None:
     assert payload["input"]
     assert payload["tools"]
     assert "extra_body" not in payload
+
+
+async def test_a_growing_history_is_sent_as_converted_anew(chat_server: ChatServer) -> None:
+    """Messages converted once (kept by identity) give the same bytes as converting all."""
+    chat_server.replies.extend([ScriptedReply("Done.")] * 6)
+    plain, passthrough = plain_and_passthrough(chat_server.url)
+    history = list(CONVERSATIONS["tool calls and results"])
+    first_round = list(history)
+    history += [AIMessage("Anything else?"), HumanMessage("No, thanks.")]
+
+    for messages in (first_round, history, history):
+        for model in (plain, passthrough):
+            await model.bind_tools([TOOL_SCHEMA]).ainvoke(messages)
+
+    requests = chat_server.requests
+    for sent, passed in zip(requests[::2], requests[1::2], strict=True):
+        assert passed.raw == sent.raw
+    assert len(requests[-1].body["messages"]) == len(history)
+    assert len(passthrough._converted) == len(history)
+
+
+def test_a_message_given_a_new_value_is_converted_again() -> None:
+    _, passthrough = plain_and_passthrough("http://127.0.0.1:9/v1")
+    question = HumanMessage("Weather in Oslo?")
+    answer = AIMessage(
+        "", tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "1"}]
+    )
+
+    before = passthrough._get_request_payload([question, answer])["extra_body"]["messages"]
+    question.content = "Weather in Bergen?"
+    answer.tool_calls = [{"name": "get_weather", "args": {"city": "Bergen"}, "id": "2"}]
+    after = passthrough._get_request_payload([question, answer])["extra_body"]["messages"]
+
+    assert before[0]["content"] == "Weather in Oslo?"
+    assert after[0]["content"] == "Weather in Bergen?"
+    assert json.loads(after[1]["tool_calls"][0]["function"]["arguments"]) == {"city": "Bergen"}
+
+
+def test_copies_sharing_values_reuse_a_conversion_and_the_oldest_go_first() -> None:
+    _, passthrough = plain_and_passthrough("http://127.0.0.1:9/v1")
+    passthrough._converted.size = 2
+    first, second = HumanMessage("first"), HumanMessage("second")
+    passthrough._get_request_payload([first, second])
+
+    assert passthrough._converted.get(first.model_copy()) == {"role": "user", "content": "first"}
+    passthrough._get_request_payload([HumanMessage("third")])
+    assert len(passthrough._converted) == 2
+    assert passthrough._converted.get(second) is None  # the least recently used went
+    assert passthrough._converted.get(first) is not None
+    assert passthrough._converted.get(HumanMessage("first")) is None  # equal, not shared

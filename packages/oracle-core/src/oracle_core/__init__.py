@@ -9,6 +9,7 @@ from oracle_core._agent import BuiltAgent, TurnRequest
 from oracle_core._capabilities import CapabilityCatalog, CatalogEntry, ToolView
 from oracle_core._checkpoint import (
     InMemoryCheckpointers,
+    PrimedCheckpointer,
     SqliteCheckpointers,
     user_database_name,
 )
@@ -85,6 +86,7 @@ from oracle_core._resolution import (
 from oracle_core._router import LexicalCapabilityRouter
 from oracle_core._routes import ROUTE_RUNTIME_APP_STATE, ROUTE_USER_SCOPE_STATE, route_context
 from oracle_core._runtime import OracleRuntime, create_runtime
+from oracle_core._serde import CheckpointSerializer
 from oracle_core._services import (
     AmbientServices,
     Blob,
@@ -106,6 +108,7 @@ from oracle_core._services import (
     UcanService,
     UnavailableMatrixService,
 )
+from oracle_core._sqlite_saver import MessageStoreSqliteSaver
 from oracle_core._state import MainAgentState, ReadonlyState
 from oracle_core._subagents import create_summarization_middleware
 from oracle_core._tokens import count_tokens
@@ -146,6 +149,7 @@ __all__ = [
     "CapabilityGrant",
     "CatalogEntry",
     "Category",
+    "CheckpointSerializer",
     "CoreEnv",
     "Effect",
     "Emitter",
@@ -167,6 +171,7 @@ __all__ = [
     "ManifestValidationResult",
     "MatrixAccessor",
     "MatrixService",
+    "MessageStoreSqliteSaver",
     "MiddlewareContractError",
     "ModelRole",
     "NotConfiguredError",
@@ -188,6 +193,7 @@ __all__ = [
     "PluginStatusReport",
     "PluginSubAgent",
     "PluginTool",
+    "PrimedCheckpointer",
     "PromptInputs",
     "PromptSection",
     "PromptSlot",

@@ -14,7 +14,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
 from oracle_core._capabilities import CapabilityCatalog, CatalogEntry, ToolView
-from oracle_core._checkpoint import read_thread_state
+from oracle_core._checkpoint import PrimedCheckpointer, read_thread_state
 from oracle_core._context import (
     AbortSignal,
     Emitter,
@@ -279,7 +279,9 @@ class AgentBuilder:
         rt = self.rt
         logger = rt.logger
         saver = await rt.hooks.checkpointer_for_user(turn.user.did)  # type: ignore[misc]
-        snapshot = await _load_snapshot(saver, turn.session.id, logger)
+        # The agent's own load of the thread is served from this read (one decode).
+        turn_saver = PrimedCheckpointer(saver)
+        snapshot = await _load_snapshot(turn_saver, turn.session.id, logger)
         always = rt.always_plugins
         shared = SharedState(rt.registries.shared_state, None, logger)
         server_state = {k: v for k, v in turn.state.items() if k != "messages"}
@@ -321,7 +323,7 @@ class AgentBuilder:
             )
 
         shared_agent = rt.agent_cache.get_or_compile(model, static, per_turn, compile_agent)
-        agent = shared_agent.copy(update={"checkpointer": saver})
+        agent = shared_agent.copy(update={"checkpointer": turn_saver})
         bindings = TurnBindings(
             system_prompt=prompt.text,
             tool_infos=infos,

@@ -5,15 +5,70 @@ Imported only when a model is built (it imports ``langchain_openai``).
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import LanguageModelInput
+from langchain_core.messages import BaseMessage
 from langchain_openai import ChatOpenAI
+from pydantic import PrivateAttr
 
 __all__ = ["PassthroughChatOpenAI"]
 
 # Request fields that langchain-openai has already turned into plain JSON values.
 _PASSED_THROUGH = ("messages", "tools")
+
+
+CONVERTED_MESSAGES_KEPT = 10_000
+"""Converted messages a model keeps (least recently used go first)."""
+
+
+class _ConvertedMessages:
+    """The OpenAI form of LangChain messages, by the objects their fields hold.
+
+    A turn calls the model at least twice with the same history plus a few messages, and
+    the next turn sends it again; converting a 500-message history cost about as much as
+    the rest of the request. A message is known by its class and the identities of its
+    field values, which the entry holds on to (so no other object takes their identity):
+    the same message, or a copy sharing its values (the checkpointer hands each load
+    such copies), is converted once; a field given a new value converts it again. A value
+    changed in place is not noticed; LangChain and LangGraph build new messages rather
+    than change sent ones, and so does the runtime.
+    """
+
+    def __init__(self, size: int = CONVERTED_MESSAGES_KEPT) -> None:
+        self.size = size
+        self._held: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] = OrderedDict()
+
+    def get(self, message: BaseMessage) -> Any:
+        key, _ = _identity(message)
+        held = self._held.get(key)
+        if held is None:
+            return None
+        self._held.move_to_end(key)
+        return held[1]
+
+    def put(self, message: BaseMessage, converted: Any) -> None:
+        key, values = _identity(message)
+        self._held[key] = (values, converted)
+        self._held.move_to_end(key)
+        while len(self._held) > self.size:
+            self._held.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+
+def _identity(message: BaseMessage) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    values = tuple(message.__dict__.values())
+    return (type(message), *map(id, values)), values
+
+
+def _message_list(input_: LanguageModelInput) -> Sequence[BaseMessage] | None:
+    if isinstance(input_, list) and all(isinstance(m, BaseMessage) for m in input_):
+        return input_
+    return None
 
 
 class PassthroughChatOpenAI(ChatOpenAI):
@@ -38,7 +93,13 @@ class PassthroughChatOpenAI(ChatOpenAI):
     Left alone: structured output (``response_format``), which the SDK's ``parse()``
     path reads ``messages`` and ``tools`` for, and the Responses API, whose payload has
     no ``messages``.
+
+    Each message is converted once (``_ConvertedMessages``): langchain-openai converts a
+    list one message at a time, each on its own, so the request is the one it would build
+    for the whole list.
     """
+
+    _converted: _ConvertedMessages = PrivateAttr(default_factory=_ConvertedMessages)
 
     def _get_request_payload(
         self,
@@ -47,7 +108,7 @@ class PassthroughChatOpenAI(ChatOpenAI):
         stop: list[str] | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        payload: dict[str, Any] = super()._get_request_payload(input_, stop=stop, **kwargs)
+        payload = self._payload_converting_new_messages(input_, stop=stop, **kwargs)
         if "messages" not in payload or "response_format" in payload:
             return payload
         extra_body = payload.get("extra_body") or {}
@@ -55,4 +116,28 @@ class PassthroughChatOpenAI(ChatOpenAI):
         for key in moved:
             payload[key] = []
         payload["extra_body"] = {**moved, **extra_body}
+        return payload
+
+    def _payload_converting_new_messages(
+        self, input_: LanguageModelInput, *, stop: list[str] | None, **kwargs: Any
+    ) -> dict[str, Any]:
+        messages = _message_list(input_)
+        if messages is None:
+            return dict(super()._get_request_payload(input_, stop=stop, **kwargs))
+        converted = self._converted
+        held = [converted.get(m) for m in messages]
+        new = [m for m, d in zip(messages, held, strict=True) if d is None]
+        payload: dict[str, Any] = super()._get_request_payload(new, stop=stop, **kwargs)
+        if "messages" not in payload:  # the Responses API builds from the whole list
+            return dict(super()._get_request_payload(input_, stop=stop, **kwargs))
+        fresh = iter(payload["messages"])
+        full = []
+        for message, known in zip(messages, held, strict=True):
+            if known is None:
+                made = next(fresh)
+                converted.put(message, made)
+                full.append(made)
+            else:
+                full.append(known)
+        payload["messages"] = full
         return payload

@@ -3,17 +3,32 @@
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
 import functools
 import hashlib
 import re
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from langgraph.checkpoint.base import BaseCheckpointSaver
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+from langgraph.pregel._checkpoint import copy_checkpoint
+
+from oracle_core._serde import CheckpointSerializer
+from oracle_core._sqlite_saver import MessageStoreSqliteSaver
 
 __all__ = [
     "InMemoryCheckpointers",
+    "PrimedCheckpointer",
     "SqliteCheckpointers",
     "read_thread_state",
     "user_database_name",
@@ -71,8 +86,240 @@ async def read_thread_state(saver: BaseCheckpointSaver[Any], thread_id: str) -> 
     return dict(snapshot.values)
 
 
+def _latest_key(config: RunnableConfig) -> tuple[str, str] | None:
+    """``(thread_id, checkpoint_ns)`` of a request for a thread's latest checkpoint."""
+    configurable = config.get("configurable") or {}
+    if configurable.get("checkpoint_id") or "thread_id" not in configurable:
+        return None
+    return str(configurable["thread_id"]), configurable.get("checkpoint_ns", "")
+
+
+Marker = tuple[str, int] | None
+"""A thread's latest checkpoint id and how many writes it holds; ``None``: no checkpoint."""
+
+_LATEST_SQLITE = (
+    "SELECT c.checkpoint_id, (SELECT COUNT(*) FROM writes w WHERE w.thread_id = c.thread_id"
+    " AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)"
+    " FROM checkpoints c WHERE c.thread_id = ? AND c.checkpoint_ns = ?"
+    " ORDER BY c.checkpoint_id DESC LIMIT 1"
+)
+
+
+def _marker_reader(saver: BaseCheckpointSaver[Any]) -> Any:
+    """How to read ``saver``'s latest marker cheaply, or ``None`` when there is no way."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    if isinstance(saver, AsyncSqliteSaver):
+
+        async def sqlite(thread_id: str, ns: str) -> Marker:
+            async with saver.lock, saver.conn.execute(_LATEST_SQLITE, (thread_id, ns)) as cur:
+                row = await cur.fetchone()
+            return None if row is None else (str(row[0]), int(row[1]))
+
+        return sqlite
+    if isinstance(saver, InMemorySaver):
+
+        async def memory(thread_id: str, ns: str) -> Marker:
+            checkpoints = saver.storage.get(thread_id, {}).get(ns)
+            if not checkpoints:
+                return None
+            latest = max(checkpoints)
+            return latest, len(saver.writes.get((thread_id, ns, latest), {}))
+
+        return memory
+    return None
+
+
+def _marker_of(saved: CheckpointTuple | None) -> Marker:
+    if saved is None:
+        return None
+    return str(saved.config["configurable"]["checkpoint_id"]), len(saved.pending_writes or ())
+
+
+@dataclasses.dataclass
+class _Held:
+    """What a ``PrimedCheckpointer`` (and its allowlist clones) read and may serve."""
+
+    latest: dict[tuple[str, str], CheckpointTuple | None] = dataclasses.field(default_factory=dict)
+    histories: dict[tuple[str, str, str, tuple[str, ...]], Any] = dataclasses.field(
+        default_factory=dict
+    )
+
+    def clear(self) -> None:
+        self.latest.clear()
+        self.histories.clear()
+
+
+class PrimedCheckpointer(BaseCheckpointSaver[Any]):
+    """A user's checkpointer for one turn: the agent's load reuses the build's read.
+
+    A turn reads its thread twice: the build reads the state for hooks and the prompt
+    (CORE-83), then the agent loads the same checkpoint again with the delta history of
+    ``messages`` (every message since the last snapshot, decoded). On a long thread those
+    two loads are most of a turn. This saver passes everything to ``inner`` and keeps what
+    the first read of a thread's latest checkpoint returned, with the delta history read
+    at it; the next request for each is answered from what it kept, once.
+
+    The latest checkpoint is served only if the thread still ends there, with as many
+    pending writes: one indexed query (SQLite; a dictionary lookup in memory) instead of
+    the load. A history is read at a given checkpoint, which never changes. Savers with no
+    cheap way to tell (PostgreSQL) are passed through untouched. Values are shared
+    between the build's view and the run, as between a run's steps: LangGraph's reducers
+    build new lists and change no message in place.
+    """
+
+    def __init__(self, inner: BaseCheckpointSaver[Any]) -> None:
+        super().__init__(serde=inner.serde)
+        self.inner = inner
+        self._marker = _marker_reader(inner)
+        self._held = _Held()
+
+    @property
+    def config_specs(self) -> list[Any]:
+        return list(self.inner.config_specs)
+
+    def with_allowlist(self, extra_allowlist: Any) -> BaseCheckpointSaver[Any]:
+        inner = self.inner.with_allowlist(extra_allowlist)
+        if inner is self.inner:
+            return self
+        clone = copy.copy(self)
+        clone.inner = inner
+        clone.serde = inner.serde
+        return clone
+
+    # -- reads ------------------------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        key = _latest_key(config)
+        if key is None or self._marker is None:
+            return await self.inner.aget_tuple(config)
+        held = self._held.latest
+        if key in held:
+            saved = held.pop(key)
+            if await self._marker(*key) == _marker_of(saved):
+                return _fresh_copy(saved)
+        saved = await self.inner.aget_tuple(config)
+        held[key] = saved
+        return saved
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        configurable = config.get("configurable") or {}
+        if self._marker is None or not configurable.get("checkpoint_id"):
+            return await self.inner.aget_delta_channel_history(config=config, channels=channels)
+        key = (
+            str(configurable["thread_id"]),
+            configurable.get("checkpoint_ns", ""),
+            str(configurable["checkpoint_id"]),
+            tuple(channels),
+        )
+        held = self._held.histories
+        if key in held:
+            return held.pop(key)  # type: ignore[no-any-return]
+        history = await self.inner.aget_delta_channel_history(config=config, channels=channels)
+        held[key] = history
+        return history
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        async for item in self.inner.alist(config, filter=filter, before=before, limit=limit):
+            yield item
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self.inner.get_tuple(config)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        return self.inner.list(config, filter=filter, before=before, limit=limit)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return self.inner.get_delta_channel_history(config=config, channels=channels)
+
+    # -- writes -----------------------------------------------------------------------
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        self._held.clear()
+        return await self.inner.aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._held.clear()
+        await self.inner.aput_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self._held.clear()
+        await self.inner.adelete_thread(thread_id)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        self._held.clear()
+        return self.inner.put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._held.clear()
+        self.inner.put_writes(config, writes, task_id, task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._held.clear()
+        self.inner.delete_thread(thread_id)
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        return self.inner.get_next_version(current, channel)
+
+
+def _fresh_copy(saved: CheckpointTuple | None) -> CheckpointTuple | None:
+    """``saved`` with its own checkpoint dicts: a run moves versions on in place."""
+    if saved is None:
+        return None
+    return CheckpointTuple(
+        saved.config,
+        copy_checkpoint(saved.checkpoint),
+        {**saved.metadata},
+        saved.parent_config,
+        None if saved.pending_writes is None else list(saved.pending_writes),
+    )
+
+
 class SqliteCheckpointers:
-    """Caches one ``AsyncSqliteSaver`` per user under ``base_path`` (WAL mode).
+    """Caches one ``MessageStoreSqliteSaver`` per user under ``base_path`` (WAL mode).
 
     Use as ``checkpointer_for_user``; ``aclose`` closes every connection.
     """
@@ -100,7 +347,6 @@ class SqliteCheckpointers:
 
     async def _open(self, user_did: str) -> BaseCheckpointSaver[Any]:
         import aiosqlite
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
         path = self.path_for(user_did)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,7 +354,7 @@ class SqliteCheckpointers:
         try:
             await conn.execute("PRAGMA journal_mode=WAL")
             await conn.execute("PRAGMA synchronous=NORMAL")
-            saver = AsyncSqliteSaver(conn)
+            saver = MessageStoreSqliteSaver(conn, serde=CheckpointSerializer())
             await saver.setup()
         except BaseException:
             await conn.close()
@@ -133,7 +379,10 @@ class InMemoryCheckpointers:
 
         if not user_did:
             raise ValueError("a checkpointer needs the user's DID")
-        return self._savers.setdefault(user_did, InMemorySaver())  # type: ignore[no-any-return]
+        saver = self._savers.get(user_did)
+        if saver is None:
+            saver = self._savers[user_did] = InMemorySaver(serde=CheckpointSerializer())
+        return saver
 
     async def aclose(self) -> None:
         """Forget every saver."""

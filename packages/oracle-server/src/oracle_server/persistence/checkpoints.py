@@ -118,6 +118,8 @@ async def _open_postgres(url: str, schema: str | None) -> PostgresCheckpointers:
         from psycopg import AsyncConnection
         from psycopg.rows import dict_row
         from psycopg_pool import AsyncConnectionPool
+
+        from oracle_core import CheckpointSerializer
     except ImportError as exc:  # pragma: no cover - the test environment has the extra
         raise ImportError(_POSTGRES_INSTALL_HINT) from exc
 
@@ -139,7 +141,7 @@ async def _open_postgres(url: str, schema: str | None) -> PostgresCheckpointers:
             )
             await pool.open(wait=True)
             try:
-                saver = AsyncPostgresSaver(conn=pool)
+                saver = AsyncPostgresSaver(conn=pool, serde=CheckpointSerializer())
                 await saver.setup()
             except BaseException:
                 await pool.close()

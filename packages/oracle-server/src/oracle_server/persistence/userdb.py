@@ -351,14 +351,15 @@ class UserDatabases:
 
 async def _open_saver(path: Path) -> AsyncSqliteSaver:
     import aiosqlite
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from oracle_core import CheckpointSerializer, MessageStoreSqliteSaver
 
     conn: aiosqlite.Connection = await aiosqlite.connect(str(path))
     try:
         await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         await conn.execute("PRAGMA synchronous=NORMAL")
-        saver = AsyncSqliteSaver(conn)
+        saver = MessageStoreSqliteSaver(conn, serde=CheckpointSerializer())
         await saver.setup()
     except BaseException:
         await conn.close()

@@ -22,10 +22,11 @@ import math
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -62,6 +63,7 @@ class ChatRequest:
         stream: Whether a streamed answer was asked for.
         headers: The HTTP headers, names in lower case.
         body: The whole JSON body.
+        body_bytes: The size of the body as sent.
     """
 
     model: str
@@ -70,6 +72,7 @@ class ChatRequest:
     stream: bool
     headers: dict[str, str]
     body: dict[str, Any]
+    body_bytes: int = 0
 
     @property
     def tool_names(self) -> list[str]:
@@ -145,9 +148,12 @@ class OpenAIDouble(LoopbackServer):
         auto_reply: Computes a step when the script is empty (load tests).
         models: Model ids listed by ``GET /v1/models``; `env` adds its model.
         graceful_timeout: Seconds `stop` lets open connections finish.
+        keep_requests: Keep only the last this many requests in ``requests`` (load runs
+            on long threads, where every parsed body would stay in memory); default all.
 
     Attributes:
-        requests: Every chat-completions request received, in arrival order.
+        requests: Every chat-completions request received (or the last
+            ``keep_requests``), in arrival order.
         errors: The message of every error answer, in order.
         aborted_streams: Streams whose client went away before ``[DONE]``.
     """
@@ -164,10 +170,13 @@ class OpenAIDouble(LoopbackServer):
         auto_reply: Callable[[ChatRequest], Step] | None = None,
         models: Sequence[str] = ("double-model",),
         graceful_timeout: float = 0.5,
+        keep_requests: int | None = None,
     ) -> None:
         if chunk_size < 1:
             raise ValueError("chunk_size must be at least 1")
-        self.requests: list[ChatRequest] = []
+        self.requests: MutableSequence[ChatRequest] = (
+            [] if keep_requests is None else deque(maxlen=keep_requests)
+        )
         self.errors: list[str] = []
         self.aborted_streams = 0
         self.models: list[str] = list(models)
@@ -238,8 +247,11 @@ class OpenAIDouble(LoopbackServer):
         )
 
     async def _chat_completions(self, request: Request) -> Response:
+        raw = await request.body()
         try:
-            body = await request.json()
+            # orjson: a long thread's request is a few hundred KB, and the double shares
+            # the CPU with the oracle it serves (a real model server would not).
+            body = orjson.loads(raw)
         except ValueError:
             return self._error(400, "The request body is not valid JSON.", "invalid_json")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
@@ -251,6 +263,7 @@ class OpenAIDouble(LoopbackServer):
             stream=bool(body.get("stream", False)),
             headers=dict(request.headers),
             body=body,
+            body_bytes=len(raw),
         )
         self.requests.append(chat)
         try:
@@ -308,7 +321,9 @@ class OpenAIDouble(LoopbackServer):
         raise TypeError(f"a step must give str or ToolCalls, not {type(value).__name__}")
 
     def _usage(self, chat: ChatRequest, reply: _Reply) -> dict[str, Any]:
-        prompt = _estimate_tokens(json.dumps(chat.messages) + json.dumps(chat.tools))
+        # From the body's size: encoding the messages again would cost a long thread's
+        # requests more than the rest of the double's work.
+        prompt = max(1, math.ceil(chat.body_bytes / 4))
         completion = _estimate_tokens(reply.text + "".join(n + a for _, n, a in reply.calls))
         return {
             "prompt_tokens": prompt,
