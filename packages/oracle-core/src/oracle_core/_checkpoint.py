@@ -21,6 +21,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
 )
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.pregel._checkpoint import copy_checkpoint
 
 from oracle_core._serde import CheckpointSerializer
@@ -94,13 +95,17 @@ def _latest_key(config: RunnableConfig) -> tuple[str, str] | None:
     return str(configurable["thread_id"]), configurable.get("checkpoint_ns", "")
 
 
-Marker = tuple[str, int] | None
-"""A thread's latest checkpoint id and how many writes it holds; ``None``: no checkpoint."""
+Marker = tuple[Any, ...] | None
+"""A thread's latest checkpoint id and what identifies its pending writes (their count
+and newest row, which a replaced write moves); ``None``: the thread has no checkpoint."""
 
 _LATEST_SQLITE = (
-    "SELECT c.checkpoint_id, (SELECT COUNT(*) FROM writes w WHERE w.thread_id = c.thread_id"
-    " AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)"
-    " FROM checkpoints c WHERE c.thread_id = ? AND c.checkpoint_ns = ?"
+    "SELECT c.checkpoint_id, w.n, w.newest FROM checkpoints c,"
+    " (SELECT COUNT(*) AS n, MAX(rowid) AS newest FROM writes"
+    "  WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id ="
+    "  (SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2)"
+    " ) w"
+    " WHERE c.thread_id = ?1 AND c.checkpoint_ns = ?2"
     " ORDER BY c.checkpoint_id DESC LIMIT 1"
 )
 
@@ -115,7 +120,7 @@ def _marker_reader(saver: BaseCheckpointSaver[Any]) -> Any:
         async def sqlite(thread_id: str, ns: str) -> Marker:
             async with saver.lock, saver.conn.execute(_LATEST_SQLITE, (thread_id, ns)) as cur:
                 row = await cur.fetchone()
-            return None if row is None else (str(row[0]), int(row[1]))
+            return None if row is None else (str(row[0]), int(row[1]), row[2])
 
         return sqlite
     if isinstance(saver, InMemorySaver):
@@ -125,23 +130,21 @@ def _marker_reader(saver: BaseCheckpointSaver[Any]) -> Any:
             if not checkpoints:
                 return None
             latest = max(checkpoints)
-            return latest, len(saver.writes.get((thread_id, ns, latest), {}))
+            # A replaced write is a new tuple in the dict: identities tell it apart.
+            writes = saver.writes.get((thread_id, ns, latest), {})
+            return latest, len(writes), tuple(map(id, writes.values()))
 
         return memory
     return None
-
-
-def _marker_of(saved: CheckpointTuple | None) -> Marker:
-    if saved is None:
-        return None
-    return str(saved.config["configurable"]["checkpoint_id"]), len(saved.pending_writes or ())
 
 
 @dataclasses.dataclass
 class _Held:
     """What a ``PrimedCheckpointer`` (and its allowlist clones) read and may serve."""
 
-    latest: dict[tuple[str, str], CheckpointTuple | None] = dataclasses.field(default_factory=dict)
+    latest: dict[tuple[str, str], tuple[Marker, CheckpointTuple | None]] = dataclasses.field(
+        default_factory=dict
+    )
     histories: dict[tuple[str, str, str, tuple[str, ...]], Any] = dataclasses.field(
         default_factory=dict
     )
@@ -161,12 +164,14 @@ class PrimedCheckpointer(BaseCheckpointSaver[Any]):
     the first read of a thread's latest checkpoint returned, with the delta history read
     at it; the next request for each is answered from what it kept, once.
 
-    The latest checkpoint is served only if the thread still ends there, with as many
-    pending writes: one indexed query (SQLite; a dictionary lookup in memory) instead of
-    the load. A history is read at a given checkpoint, which never changes. Savers with no
-    cheap way to tell (PostgreSQL) are passed through untouched. Values are shared
-    between the build's view and the run, as between a run's steps: LangGraph's reducers
-    build new lists and change no message in place.
+    The latest checkpoint is served only if the thread still ends there with the same
+    pending writes (their count and newest row, read before the build's read): one
+    indexed query (SQLite; a dictionary lookup in memory) instead of the load. A history
+    is read at a given checkpoint, which never changes. Savers with no cheap way to tell
+    (PostgreSQL) are passed through untouched. The build and the run each get their own
+    copy of the checkpoint's dicts (both move versions on in place) and of a snapshot's
+    list; the messages themselves are shared, as between a run's steps: LangGraph's
+    reducers build new lists and change no message in place.
     """
 
     def __init__(self, inner: BaseCheckpointSaver[Any]) -> None:
@@ -195,13 +200,15 @@ class PrimedCheckpointer(BaseCheckpointSaver[Any]):
         if key is None or self._marker is None:
             return await self.inner.aget_tuple(config)
         held = self._held.latest
+        marker = await self._marker(*key)
         if key in held:
-            saved = held.pop(key)
-            if await self._marker(*key) == _marker_of(saved):
+            recorded, saved = held.pop(key)
+            if marker == recorded:
                 return _fresh_copy(saved)
+        # Read after the marker: a write in between makes the next check fail, not pass.
         saved = await self.inner.aget_tuple(config)
-        held[key] = saved
-        return saved
+        held[key] = (marker, saved)
+        return _fresh_copy(saved)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -217,10 +224,10 @@ class PrimedCheckpointer(BaseCheckpointSaver[Any]):
         )
         held = self._held.histories
         if key in held:
-            return held.pop(key)  # type: ignore[no-any-return]
+            return _fresh_history(held.pop(key))
         history = await self.inner.aget_delta_channel_history(config=config, channels=channels)
         held[key] = history
-        return history
+        return _fresh_history(history)
 
     async def alist(
         self,
@@ -277,6 +284,18 @@ class PrimedCheckpointer(BaseCheckpointSaver[Any]):
         self._held.clear()
         await self.inner.adelete_thread(thread_id)
 
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._held.clear()
+        await self.inner.adelete_for_runs(run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._held.clear()
+        await self.inner.acopy_thread(source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._held.clear()
+        await self.inner.aprune(thread_ids, strategy=strategy)
+
     def put(
         self,
         config: RunnableConfig,
@@ -301,6 +320,18 @@ class PrimedCheckpointer(BaseCheckpointSaver[Any]):
         self._held.clear()
         self.inner.delete_thread(thread_id)
 
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._held.clear()
+        self.inner.delete_for_runs(run_ids)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._held.clear()
+        self.inner.copy_thread(source_thread_id, target_thread_id)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._held.clear()
+        self.inner.prune(thread_ids, strategy=strategy)
+
     def get_next_version(self, current: Any, channel: None) -> Any:
         return self.inner.get_next_version(current, channel)
 
@@ -316,6 +347,20 @@ def _fresh_copy(saved: CheckpointTuple | None) -> CheckpointTuple | None:
         saved.parent_config,
         None if saved.pending_writes is None else list(saved.pending_writes),
     )
+
+
+def _fresh_history(history: Mapping[str, DeltaChannelHistory]) -> dict[str, DeltaChannelHistory]:
+    """``history`` with its own lists: a channel's value may start as its seed's list."""
+    fresh: dict[str, DeltaChannelHistory] = {}
+    for name, entry in history.items():
+        copied: DeltaChannelHistory = {"writes": list(entry["writes"])}
+        if "seed" in entry:
+            seed = entry["seed"]
+            if isinstance(seed, _DeltaSnapshot) and isinstance(seed.value, list):
+                seed = _DeltaSnapshot(list(seed.value))
+            copied["seed"] = seed
+        fresh[name] = copied
+    return fresh
 
 
 class SqliteCheckpointers:

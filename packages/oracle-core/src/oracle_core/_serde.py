@@ -7,9 +7,9 @@ What it validates is what an earlier ``model_dump()`` of a validated message wro
 ``CheckpointSerializer`` rebuilds the LangChain message classes without validating: when
 the stored fields are exactly the class's fields (what ``model_dump()`` writes), it sets
 them as ``model_construct`` would, minus the per-field walk for defaults, aliases and
-extras (a fifth of validating, under a third of ``model_construct``); any other field set
-goes through ``model_construct``. Every other value, and every message class it does not
-know, goes through LangGraph's own hook, allowlist included.
+extras (a fifth of validating, under a third of ``model_construct``). Any other field set
+(another version of langchain-core wrote it), every other value and every message class
+it does not know go through LangGraph's own hook, validation and allowlist included.
 """
 
 from __future__ import annotations
@@ -61,9 +61,7 @@ _set = object.__setattr__
 
 
 def _message(cls: type[BaseModel], fields: dict[str, Any]) -> BaseModel:
-    """``cls`` with ``fields`` set, unvalidated: ``model_construct`` for a full field set."""
-    if fields.keys() != _FIELDS.get(cls):
-        return cls.model_construct(**fields)
+    """``cls`` with exactly its ``fields`` set, unvalidated, as ``model_construct`` would."""
     # What ``model_construct`` leaves on an instance given every field and no extra
     # (the message classes allow extra fields and have no private attributes).
     message = cls.__new__(cls)
@@ -80,7 +78,7 @@ ExtHook = Callable[[int, bytes], Any]
 def copy_message(message: BaseModel) -> BaseModel:
     """A shallow copy of ``message``: its own field dict, the same field values."""
     cls = type(message)
-    if cls in _FIELDS and not message.__pydantic_extra__:
+    if cls in _FIELDS and not message.__pydantic_extra__ and not message.__pydantic_private__:
         return _message(cls, dict(message.__dict__))
     return message.model_copy()
 
@@ -92,8 +90,10 @@ def _constructing_messages(fallback: ExtHook) -> ExtHook:
         if code == EXT_PYDANTIC_V2:
             stored = ormsgpack.unpackb(data, ext_hook=hook, option=_OPTIONS)
             cls = _MESSAGE_CLASSES.get((stored[0], stored[1]))
-            if cls is not None and isinstance(stored[2], dict):
-                return _message(cls, stored[2])
+            fields = stored[2]
+            if cls is not None and isinstance(fields, dict) and fields.keys() == _FIELDS.get(cls):
+                return _message(cls, fields)
+            # Another field set (written by another version): validated, as LangGraph does.
             return fallback(code, data)
         if code == EXT_DELTA_SNAPSHOT:
             # LangGraph's hook would decode the snapshot's messages with itself.
@@ -104,7 +104,7 @@ def _constructing_messages(fallback: ExtHook) -> ExtHook:
 
 
 class CheckpointSerializer(JsonPlusSerializer):
-    """``JsonPlusSerializer`` whose msgpack loads rebuild messages with ``model_construct``.
+    """``JsonPlusSerializer`` whose msgpack loads rebuild stored messages unvalidated.
 
     Writes are LangGraph's, byte for byte, so a database written with it reads with the
     stock serializer and the other way round.

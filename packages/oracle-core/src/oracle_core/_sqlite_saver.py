@@ -11,9 +11,12 @@ adds the bytes of the messages no earlier snapshot of the thread stored, and 33 
 message for the list.
 
 Messages it has read or written stay decoded in a bounded, process-wide cache keyed by
-saver and digest (``MESSAGE_CACHE_SIZE`` messages): a thread's next load decodes only the
-messages it has not seen, and fetches nothing when it has seen them all. Each load gets
-its own shallow copies (``copy_message``), as a decode would give it new objects.
+saver and digest (``MESSAGE_CACHE_SIZE`` messages, ``MESSAGE_CACHE_BYTES`` of stored
+form): a thread's next load decodes only the messages it has not seen, and fetches
+nothing when it has seen them all. The cache holds messages decoded from what was stored,
+never a run's own objects; each load gets its own shallow copies (``copy_message``): new
+message objects whose field values (content, tool calls, metadata dicts) are shared with
+the cache, which LangChain and LangGraph treat as values.
 
 Everything else is ``AsyncSqliteSaver``'s: tables, queries, the delta walk. Databases it
 wrote need it to read their snapshots back (LangGraph's own saver would hand the digest
@@ -36,46 +39,59 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
     DeltaChannelHistory,
+    get_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from oracle_core._serde import copy_message
 
-__all__ = ["MESSAGE_CACHE_SIZE", "MessageStoreSqliteSaver"]
+__all__ = ["MESSAGE_CACHE_BYTES", "MESSAGE_CACHE_SIZE", "MessageStoreSqliteSaver"]
 
 MESSAGE_CACHE_SIZE = 20_000
 """Decoded snapshot messages kept across loads, for every saver of the process."""
 
+MESSAGE_CACHE_BYTES = 64 * 1024 * 1024
+"""The most stored bytes (serialized form) those messages may come to."""
+
+_ALIST_BATCH = 50
+
 
 class _DecodedMessages:
-    """Least-recently-used decoded messages, by ``(saver id, digest)``."""
+    """Least-recently-used decoded messages, by ``(saver token, digest)``."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, max_bytes: int) -> None:
         self.size = size
-        self._held: OrderedDict[tuple[int, str], Any] = OrderedDict()
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._held: OrderedDict[tuple[object, str], tuple[Any, int]] = OrderedDict()
 
-    def get(self, key: tuple[int, str]) -> Any:
-        message = self._held.get(key)
-        if message is not None:
-            self._held.move_to_end(key)
-        return message
-
-    def put(self, key: tuple[int, str], message: Any) -> None:
-        self._held[key] = message
+    def get(self, key: tuple[object, str]) -> Any:
+        held = self._held.get(key)
+        if held is None:
+            return None
         self._held.move_to_end(key)
-        while len(self._held) > self.size:
-            self._held.popitem(last=False)
+        return held[0]
 
-    def drop(self, owner: int) -> None:
-        for key in [k for k in self._held if k[0] == owner]:
-            del self._held[key]
+    def put(self, key: tuple[object, str], message: Any, stored_bytes: int) -> None:
+        previous = self._held.pop(key, None)
+        if previous is not None:
+            self.bytes -= previous[1]
+        self._held[key] = (message, stored_bytes)
+        self.bytes += stored_bytes
+        while self._held and (len(self._held) > self.size or self.bytes > self.max_bytes):
+            _, (_, size) = self._held.popitem(last=False)
+            self.bytes -= size
+
+    def drop(self, owner: object) -> None:
+        for key in [k for k in self._held if k[0] is owner]:
+            self.bytes -= self._held.pop(key)[1]
 
     def __len__(self) -> int:
         return len(self._held)
 
 
-_decoded = _DecodedMessages(MESSAGE_CACHE_SIZE)
+_decoded = _DecodedMessages(MESSAGE_CACHE_SIZE, MESSAGE_CACHE_BYTES)
 
 _TABLE = "oracle_message_blobs"
 _REFS = "oracle_message_refs"
@@ -91,6 +107,10 @@ CREATE TABLE IF NOT EXISTS {_TABLE} (
     PRIMARY KEY (thread_id, checkpoint_ns, digest)
 )
 """
+_PUT_CHECKPOINT = (
+    "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
+    " parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
 _INSERT = (
     f"INSERT OR IGNORE INTO {_TABLE} (thread_id, checkpoint_ns, digest, type, value)"
     " VALUES (?, ?, ?, ?, ?)"
@@ -109,6 +129,12 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
     """``AsyncSqliteSaver`` that stores the messages of delta snapshots once per thread."""
 
     _messages_ready = False
+
+    def __init__(self, conn: Any, *, serde: Any = None) -> None:
+        super().__init__(conn, serde=serde)
+        # Names this saver's entries in the decoded-message cache; the clones
+        # ``with_allowlist`` makes (a shallow copy) share it.
+        self._cache_owner = object()
 
     async def setup(self) -> None:
         await super().setup()
@@ -138,32 +164,60 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
             and value.value
             and all(isinstance(m, BaseMessage) for m in value.value)
         }
-        if snapshots:
-            await self.setup()
-            configurable = config["configurable"]
-            thread_id = str(configurable["thread_id"])
-            ns = configurable.get("checkpoint_ns", "")
-            replaced = dict(values)
-            rows: dict[str, tuple[str, str, str, str, bytes]] = {}
-            for name, messages in snapshots.items():
-                digests = []
-                for message in messages:
-                    type_, blob = self.serde.dumps_typed(message)
-                    digest = hashlib.blake2b(
-                        type_.encode() + b"\0" + blob, digest_size=16
-                    ).hexdigest()
-                    digests.append(digest)
-                    rows[digest] = (thread_id, ns, digest, type_, blob)
-                    _decoded.put((id(self), digest), copy_message(message))
-                replaced[name] = _DeltaSnapshot({_REFS: digests})
-            async with self.lock:
-                # Committed with the checkpoint row (one transaction on this connection).
+        if not snapshots:
+            return await super().aput(config, checkpoint, metadata, new_versions)
+        await self.setup()
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        ns = configurable["checkpoint_ns"]
+        replaced = dict(values)
+        rows: dict[str, tuple[str, str, str, str, bytes]] = {}
+        for name, messages in snapshots.items():
+            digests = []
+            for message in messages:
+                type_, blob = self.serde.dumps_typed(message)
+                digest = hashlib.blake2b(type_.encode() + b"\0" + blob, digest_size=16).hexdigest()
+                digests.append(digest)
+                rows[digest] = (thread_id, ns, digest, type_, blob)
+            replaced[name] = _DeltaSnapshot({_REFS: digests})
+        type_, stored = self.serde.dumps_typed({**checkpoint, "channel_values": replaced})
+        stored_metadata = json.dumps(
+            get_checkpoint_metadata(config, metadata), ensure_ascii=False
+        ).encode("utf-8", "ignore")
+        checkpoint_row = (
+            thread_id,
+            ns,
+            checkpoint["id"],
+            configurable.get("checkpoint_id"),
+            type_,
+            stored,
+            stored_metadata,
+        )
+        # AsyncSqliteSaver.aput's row, with the snapshot's messages, in one transaction.
+        async with self.lock:
+            try:
                 await self.conn.executemany(_INSERT, list(rows.values()))
-            checkpoint = {**checkpoint, "channel_values": replaced}
-        return await super().aput(config, checkpoint, metadata, new_versions)
+                await self.conn.execute(_PUT_CHECKPOINT, checkpoint_row)
+                await self.conn.commit()
+            except BaseException:
+                await self.conn.rollback()
+                raise
+        owner = self._cache_owner
+        for digest, (*_, message_type, blob) in rows.items():
+            if _decoded.get((owner, digest)) is None:
+                # Decoded from the stored form: the cache never holds the run's objects.
+                decoded = self.serde.loads_typed((message_type, blob))
+                _decoded.put((owner, digest), decoded, len(blob))
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
 
     async def adelete_thread(self, thread_id: str) -> None:
-        _decoded.drop(id(self))
+        _decoded.drop(self._cache_owner)
         await super().adelete_thread(thread_id)
         await self.setup()
         async with self.lock:
@@ -173,7 +227,7 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
     # -- reads --------------------------------------------------------------------------
 
     async def _messages(self, thread_id: str, ns: str, digests: list[str]) -> list[Any]:
-        owner = id(self)
+        owner = self._cache_owner
         known = {d: m for d in set(digests) if (m := _decoded.get((owner, d))) is not None}
         wanted = sorted(set(digests) - known.keys())
         if wanted:
@@ -185,7 +239,7 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
                 rows = await cursor.fetchall()
             for digest, type_, value in rows:
                 known[digest] = message = self.serde.loads_typed((type_, value))
-                _decoded.put((owner, digest), message)
+                _decoded.put((owner, digest), message, len(value))
         missing = [d for d in digests if d not in known]
         if missing:
             raise LookupError(
@@ -223,16 +277,24 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        # LangGraph's generator holds the connection's lock while it yields: read the
-        # rows first, then the messages of their snapshots.
-        listed = [
-            saved
-            async for saved in super().alist(config, filter=filter, before=before, limit=limit)
-        ]
-        for saved in listed:
-            resolved = await self._resolved(saved)
-            assert resolved is not None
-            yield resolved
+        # LangGraph's generator holds the connection's lock while it yields: read a batch
+        # of rows, then the messages of their snapshots, then the next batch.
+        left = limit
+        while left is None or left > 0:
+            size = _ALIST_BATCH if left is None else min(_ALIST_BATCH, left)
+            batch = [
+                saved
+                async for saved in super().alist(config, filter=filter, before=before, limit=size)
+            ]
+            for saved in batch:
+                resolved = await self._resolved(saved)
+                assert resolved is not None
+                yield resolved
+            if len(batch) < size:
+                return
+            before = batch[-1].config
+            if left is not None:
+                left -= len(batch)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
