@@ -102,6 +102,23 @@ async def test_base_url_and_env_point_at_the_running_server() -> None:
     await double.stop()  # stopping twice is harmless
 
 
+async def test_each_double_has_a_base_url_of_its_own(http: httpx.AsyncClient) -> None:
+    """Even on a port an earlier double had: model clients are kept per base URL."""
+    async with OpenAIDouble() as first, OpenAIDouble(["hi"]) as second:
+        port = first.base_url.split("/")[2]
+        plain = await http.get(f"http://{port}/v1/models")
+        prefixed = await http.get(first.base_url + "/models")
+        other = await http.post(second.base_url + CHAT, json=body())
+        urls = first.base_url, second.base_url
+
+    assert urls[0] != urls[1]
+    assert urls[0].split("/", 3)[3] != "v1"
+    assert plain.status_code == prefixed.status_code == 200
+    assert plain.json() == prefixed.json()
+    assert other.status_code == 200
+    assert len(second.requests) == 1
+
+
 async def test_a_stopped_double_refuses_connections(http: httpx.AsyncClient) -> None:
     async with OpenAIDouble() as double:
         url = double.base_url + "/models"

@@ -187,13 +187,18 @@ class OpenAIDouble(LoopbackServer):
         self._on_exhausted = on_exhausted
         self._auto_reply = auto_reply
         self._call_count = 0
-        super().__init__(
-            [
-                Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
-                Route("/v1/models", self._list_models, methods=["GET"]),
-            ],
-            graceful_timeout=graceful_timeout,
-        )
+        # A path of this double's own in its base URL: langchain-openai keeps one HTTP
+        # client per base URL for the whole process, and a later double given the same
+        # port (the OS reuses them) would otherwise inherit a client whose connections
+        # belong to an earlier test's event loop, closed by then.
+        self._prefix = f"/double-{uuid.uuid4().hex[:12]}"
+        routes = []
+        for prefix in (self._prefix, ""):
+            routes += [
+                Route(f"{prefix}/v1/chat/completions", self._chat_completions, methods=["POST"]),
+                Route(f"{prefix}/v1/models", self._list_models, methods=["GET"]),
+            ]
+        super().__init__(routes, graceful_timeout=graceful_timeout)
 
     # -- script ---------------------------------------------------------------------
 
@@ -227,10 +232,13 @@ class OpenAIDouble(LoopbackServer):
 
     @property
     def base_url(self) -> str:
-        """``http://127.0.0.1:{port}/v1``; available once started."""
+        """``http://127.0.0.1:{port}/double-{id}/v1``; available once started.
+
+        ``/v1/...`` without the double's own path is served too.
+        """
         if self._port is None:
             raise RuntimeError("OpenAIDouble is not started: call `await double.start()`")
-        return f"http://127.0.0.1:{self._port}/v1"
+        return f"http://127.0.0.1:{self._port}{self._prefix}/v1"
 
     # -- HTTP -----------------------------------------------------------------------
 
