@@ -121,6 +121,12 @@ _SELECT = (
 )
 
 
+def _thread_of(config: RunnableConfig) -> tuple[str, str]:
+    """The thread id and checkpoint namespace ``config`` addresses."""
+    configurable = config["configurable"]
+    return str(configurable["thread_id"]), configurable.get("checkpoint_ns", "")
+
+
 def _is_refs(value: Any) -> bool:
     return isinstance(value, dict) and len(value) == 1 and isinstance(value.get(_REFS), list)
 
@@ -167,9 +173,7 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
         if not snapshots:
             return await super().aput(config, checkpoint, metadata, new_versions)
         await self.setup()
-        configurable = config["configurable"]
-        thread_id = str(configurable["thread_id"])
-        ns = configurable["checkpoint_ns"]
+        thread_id, ns = _thread_of(config)
         replaced = dict(values)
         rows: dict[str, tuple[str, str, str, str, bytes]] = {}
         for name, messages in snapshots.items():
@@ -188,7 +192,7 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
             thread_id,
             ns,
             checkpoint["id"],
-            configurable.get("checkpoint_id"),
+            config["configurable"].get("checkpoint_id"),
             type_,
             stored,
             stored_metadata,
@@ -258,9 +262,7 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
         }
         if not refs:
             return saved
-        configurable = saved.config["configurable"]
-        thread_id = str(configurable["thread_id"])
-        ns = configurable.get("checkpoint_ns", "")
+        thread_id, ns = _thread_of(saved.config)
         resolved = dict(values)
         for name, digests in refs.items():
             resolved[name] = _DeltaSnapshot(await self._messages(thread_id, ns, digests))
@@ -307,9 +309,7 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
         }
         if not seeds:
             return history
-        configurable = config["configurable"]
-        thread_id = str(configurable["thread_id"])
-        ns = configurable.get("checkpoint_ns", "")
+        thread_id, ns = _thread_of(config)
         resolved = dict(history)
         for name, digests in seeds.items():
             entry: DeltaChannelHistory = {
