@@ -3,7 +3,7 @@
 One user's SQLite file grows turn by turn as LangGraph's ``AsyncSqliteSaver`` checkpoints a
 chat graph shaped like an oracle turn (user message, model call with a tool call, tool
 result of 1-3 KB, answer), round-robin over a few sessions. After each turn, with the saver
-still holding the file open in WAL mode, ``oracle_server.matrix.snapshot`` prepares the
+still holding the file open in WAL mode, ``oracle_server.testing.prepare_upload`` prepares the
 upload with its default chain policy (a delta unless the chain is at its limits) and, as
 the baseline measured in the same run, a full upload of the same state: what uploading the
 whole file every time costs (SRV-61's first design).
@@ -29,7 +29,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from oracle_server.matrix.snapshot import backup_key, commit_upload, prepare_upload
+from oracle_server.testing import backup_key, commit_upload, prepare_upload
 
 WARMUP_TURNS = 20
 TURNS = 40

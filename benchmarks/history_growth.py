@@ -41,8 +41,7 @@ from benchmarks.server_throughput import (
 )
 from oracle_core import SessionInfo, TurnRequest, UserInfo
 from oracle_core._state import MESSAGES_SNAPSHOT_FREQUENCY
-from oracle_server import OracleApp
-from oracle_server.bootstrap import freeze_boot_objects
+from oracle_server import OracleApp, freeze_boot_objects
 from oracle_server.testing import OpenAIDouble, auth_headers, serving
 from oracle_ucan import Ed25519Signer
 

@@ -24,11 +24,19 @@ from typing import Any
 
 import httpx
 
-from oracle_server.matrix import snapshot
-from oracle_server.matrix.backup import CheckpointBackup
-from oracle_server.testing import BlocksyncDouble, ChatRequest, OpenAIDouble
-from oracle_server.testing.matrix import node_env, oracle_node, provision_oracle, user_headers
-from oracle_server.testing.synapse import Synapse
+from oracle_server.testing import (
+    BlocksyncDouble,
+    ChatRequest,
+    CheckpointBackup,
+    OpenAIDouble,
+    Synapse,
+    node_env,
+    oracle_node,
+    prepare_upload,
+    provision_oracle,
+    read_chain,
+    user_headers,
+)
 from oracle_ucan import Ed25519Signer
 
 TURNS = 200
@@ -119,7 +127,7 @@ async def _measure(synapse: Synapse, work: Path, turns: int) -> dict[str, Any]:
             restore_seconds, total = await _first_request(base_url, headers)
             assert total == 1
             downloaded = _backup(app).figures.bytes_downloaded
-            chain = len(snapshot.read_chain(CheckpointBackup.index_path(path_on(app, user))))
+            chain = len(read_chain(CheckpointBackup.index_path(path_on(app, user))))
     return {
         "turns": turns,
         "per_turn": per_turn,
@@ -158,7 +166,7 @@ def _full_size(path: Path, scratch: Path, key: bytes) -> int:
     scratch.mkdir(exist_ok=True)
     index = scratch / "baseline.index"
     index.unlink(missing_ok=True)
-    prepared = snapshot.prepare_upload(path, index, key=key, storage_key="baseline0000000000")
+    prepared = prepare_upload(path, index, key=key, storage_key="baseline0000000000")
     assert prepared is not None
     return len(prepared.blob)
 

@@ -53,8 +53,8 @@ from oracle_plugins.memory import MemoryPlugin
 from oracle_plugins.memory.testing import MemoryEngineDouble
 from oracle_plugins.user_preferences import TOOL_NAME as SET_PREFERENCES
 from oracle_plugins.user_preferences import UserPreferencesPlugin
-from oracle_server.testing.loopback import LoopbackServer
-from oracle_server.ucan_service import IxoUcanService
+from oracle_server import IxoUcanService
+from oracle_server.testing import LoopbackServer
 from oracle_ucan import Ed25519Signer, delegate
 
 ORACLE = {"name": "Token Benchmark Oracle", "org": "Example Org", "description": "a helper"}

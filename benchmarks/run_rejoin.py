@@ -21,8 +21,13 @@ from typing import Any
 import httpx
 
 from oracle_server import create_oracle_app
-from oracle_server.runs import MemoryRunLog
-from oracle_server.testing import OpenAIDouble, PersistentSseParser, auth_headers, serving
+from oracle_server.testing import (
+    MemoryRunLog,
+    OpenAIDouble,
+    PersistentSseParser,
+    auth_headers,
+    serving,
+)
 from oracle_ucan import Ed25519Signer
 
 RUNS = 50

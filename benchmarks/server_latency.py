@@ -49,8 +49,7 @@ from benchmarks.server_throughput import (
     run_sessions,
     tool_then_answer,
 )
-from oracle_server import OracleApp
-from oracle_server.bootstrap import freeze_boot_objects
+from oracle_server import OracleApp, freeze_boot_objects
 from oracle_server.testing import OpenAIDouble, auth_headers, serving
 from oracle_ucan import Ed25519Signer
 

@@ -53,19 +53,18 @@ from oracle_core import (
     UserInfo,
     plugin_tool,
 )
-from oracle_server import OracleApp, create_oracle_app
-from oracle_server.auth import AuthData
-from oracle_server.runs import follow
+from oracle_server import AuthData, OracleApp, create_oracle_app
 from oracle_server.testing import (
     ChatRequest,
     OpenAIDouble,
     PersistentSseParser,
     Step,
     ToolCalls,
+    TurnInput,
     auth_headers,
     serving,
 )
-from oracle_server.turns import TurnInput
+from oracle_server.testing import follow_run as follow
 from oracle_ucan import Ed25519Signer
 
 SESSIONS = 50

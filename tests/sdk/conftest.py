@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from oracle_server.testing.loopback import LoopbackServer
+from oracle_server.testing import LoopbackServer
 from oracle_ucan.testing import NodeSetupError, node_with_locked_packages
 
 JS_DIR = Path(__file__).parent / "js"

@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict
 
 from oracle_core import OraclePlugin, PluginContext, PluginTool, RuntimeContext, plugin_tool
 from oracle_server import create_oracle_app
-from oracle_server.runs import MemoryRunLog
 from oracle_server.testing import (
+    MemoryRunLog,
     OpenAIDouble,
     PersistentSseParser,
     SseEvent,

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from oracle_server import create_oracle_app
-from oracle_server.cli import _stream_turn, main
+from oracle_server._cli import _stream_turn, main
 from oracle_server.testing import OpenAIDouble, ToolCalls, serving
 from oracle_ucan import validate_auth_invocation
 
@@ -56,7 +56,7 @@ async def test_token_is_a_valid_auth_invocation_for_the_local_oracle(
 def test_inspect_prints_plugins_prompt_tokens_and_routes(tmp_path: Path) -> None:
     env = {**local_env(tmp_path), "PYTHONPATH": str(Path(__file__).parent)}
     done = subprocess.run(
-        [sys.executable, "-m", "oracle_server.cli", "inspect", "--app", "cli_app:create_app"],
+        [sys.executable, "-m", "oracle_server._cli", "inspect", "--app", "cli_app:create_app"],
         env={**env, "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
@@ -133,7 +133,7 @@ async def test_serve_answers_health_and_stops_on_sigint(tmp_path: Path) -> None:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "oracle_server.cli",
+        "oracle_server._cli",
         "serve",
         "--host",
         "127.0.0.1",

@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 
 from oracle_core import EnvValidationError
-from oracle_server import create_oracle_app
-from oracle_server.bootstrap import freeze_boot_objects
-from oracle_server.settings import check_replica_bus, load_settings
-from oracle_server.testing.server import free_port
+from oracle_server import create_oracle_app, freeze_boot_objects
+from oracle_server._settings import check_replica_bus, load_settings
+from oracle_server.testing import free_port
 
 # Port 9 (discard) refuses connections: a boot that tried to open it would fail otherwise.
 UNREACHABLE_POSTGRES = "postgresql://nobody@127.0.0.1:9/oracle"

@@ -33,7 +33,7 @@ from starlette.routing import Route
 from oracle_core import UserInfo
 from oracle_core.testing import TestRuntime, create_test_runtime
 from oracle_plugins.ixo_chain import IxoChainPlugin
-from oracle_server.testing.loopback import LoopbackServer
+from oracle_server.testing import LoopbackServer
 
 _CHARSET = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
 

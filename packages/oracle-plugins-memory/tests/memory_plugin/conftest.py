@@ -19,8 +19,8 @@ from oracle_core import UcanAccessor, UserInfo
 from oracle_core.testing import ScriptedChatModel, TestRuntime, create_test_runtime
 from oracle_plugins.memory import MemoryPlugin
 from oracle_plugins.memory.testing import MemoryEngineDouble
-from oracle_server.testing.loopback import LoopbackServer
-from oracle_server.ucan_service import IxoUcanService
+from oracle_server import IxoUcanService
+from oracle_server.testing import LoopbackServer
 from oracle_ucan import Ed25519Signer, delegate
 
 ENTITY_DID = "did:ixo:entity:memory-tests"

@@ -16,7 +16,7 @@ from oracle_core.testing import ScriptedChatModel, create_test_runtime
 from oracle_plugins.memory import EngineUnavailableError, McpEngineClient, MemoryPlugin
 from oracle_plugins.memory._mcp import render_result
 from oracle_plugins.memory.testing import MemoryEngineDouble
-from oracle_server.testing.loopback import LoopbackServer
+from oracle_server.testing import LoopbackServer
 from oracle_ucan import Ed25519Signer
 
 MinterFactory = Callable[..., UcanAccessor]

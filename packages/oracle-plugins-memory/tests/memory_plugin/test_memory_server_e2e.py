@@ -13,8 +13,7 @@ import httpx
 from oracle_plugins.memory import MemoryPlugin
 from oracle_plugins.memory.testing import MemoryEngineDouble
 from oracle_server import create_oracle_app
-from oracle_server.testing import OpenAIDouble, Step, ToolCalls, serving
-from oracle_server.testing.loopback import LoopbackServer
+from oracle_server.testing import LoopbackServer, OpenAIDouble, Step, ToolCalls, serving
 from oracle_ucan import ChainVerifier, Ed25519Signer, LocalResolver, delegate, invoke
 
 ORACLE_DID = "did:ixo:ixo1memoryplugine2e"

@@ -1,6 +1,6 @@
 """A real Synapse homeserver for the user-preferences tests against the Matrix layer.
 
-`synapse` is one homeserver for the session, from `oracle_server.testing.synapse` (its
+`synapse` is one homeserver for the session, from `oracle_server.testing` (its
 virtualenv is built on first use into ``.tools/synapse-<version>``; a package registry
 must be reachable then, ``ORACLE_SYNAPSE_VENV`` moves it). Without it these tests fail,
 they never skip.
@@ -13,9 +13,13 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 
-from oracle_server.testing import BlocksyncDouble
-from oracle_server.testing.matrix import OracleAccount, provision_oracle
-from oracle_server.testing.synapse import RegisteredUser, Synapse
+from oracle_server.testing import (
+    BlocksyncDouble,
+    OracleAccount,
+    RegisteredUser,
+    Synapse,
+    provision_oracle,
+)
 
 
 @pytest.fixture(scope="session")

@@ -27,18 +27,20 @@ from oracle_plugins.user_preferences import (
     UserPreferencesPlugin,
     decode_content,
 )
-from oracle_server.matrix.rooms import user_room_alias
-from oracle_server.testing import BlocksyncDouble, OpenAIDouble, ToolCalls
-from oracle_server.testing.matrix import (
+from oracle_server.testing import (
     ENTITY_DID,
+    BlocksyncDouble,
+    OpenAIDouble,
     OracleAccount,
+    Synapse,
+    ToolCalls,
     eventually,
     matrix_user,
     node_env,
     oracle_node,
     user_headers,
+    user_room_alias,
 )
-from oracle_server.testing.synapse import Synapse
 from oracle_ucan import Ed25519Signer
 
 # What the TypeScript runtime's first state manager stored: the superjson text itself,

@@ -1,6 +1,6 @@
 """Fixtures of the Matrix layer tests: a real Synapse homeserver on loopback.
 
-`synapse` is one homeserver for the whole session, from `oracle_server.testing.synapse`.
+`synapse` is one homeserver for the whole session, from `oracle_server.testing`.
 Its virtualenv is built on first use into ``.tools/synapse-<version>`` (a package registry
 must be reachable then; ``ORACLE_SYNAPSE_VENV`` moves it). Without it these tests fail,
 they never skip. Tests share the homeserver, so they register users with `new_user`,
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from oracle_server.testing.synapse import RegisteredUser, Synapse
+from oracle_server.testing import RegisteredUser, Synapse
 
 
 def fresh_localpart(prefix: str) -> str:

@@ -25,17 +25,21 @@ from pydantic import BaseModel, ConfigDict
 
 from oracle_core import OraclePlugin, PluginContext, PluginTool, RuntimeContext, plugin_tool
 from oracle_server import OracleApp
-from oracle_server.matrix.backup import STATE_TYPE, CheckpointBackup
-from oracle_server.testing import BlocksyncDouble, ChatRequest, OpenAIDouble, ToolCalls
-from oracle_server.testing.matrix import (
+from oracle_server._matrix.backup import STATE_TYPE, CheckpointBackup
+from oracle_server.testing import (
+    BlocksyncDouble,
+    ChatRequest,
+    OpenAIDouble,
     OracleAccount,
+    RegisteredUser,
+    Synapse,
+    ToolCalls,
     eventually,
     node_env,
     oracle_node,
     provision_oracle,
     user_headers,
 )
-from oracle_server.testing.synapse import RegisteredUser, Synapse
 from oracle_ucan import Ed25519Signer
 
 

@@ -19,11 +19,15 @@ import httpx
 import nio
 import pytest
 
-from oracle_server.matrix.rooms import user_room_alias
-from oracle_server.testing import BlocksyncDouble, ChatRequest, OpenAIDouble
-from oracle_server.testing.matrix import (
+from oracle_server._matrix.rooms import user_room_alias
+from oracle_server.testing import (
     ENTITY_DID,
+    BlocksyncDouble,
+    ChatRequest,
+    OpenAIDouble,
     OracleAccount,
+    RegisteredUser,
+    Synapse,
     eventually,
     matrix_user,
     node_env,
@@ -31,7 +35,6 @@ from oracle_server.testing.matrix import (
     provision_oracle,
     user_headers,
 )
-from oracle_server.testing.synapse import RegisteredUser, Synapse
 from oracle_ucan import Ed25519Signer
 
 

@@ -34,29 +34,33 @@ from oracle_core import (
     plugin_tool,
 )
 from oracle_server import OracleApp, create_oracle_app
-from oracle_server.matrix.backup import STATE_TYPE, UPLOAD_TYPE, CheckpointBackup
-from oracle_server.matrix.client import MatrixError
-from oracle_server.matrix.layer import SETUP_HINT, MatrixLayer
-from oracle_server.matrix.values import (
+from oracle_server._matrix.backup import STATE_TYPE, UPLOAD_TYPE, CheckpointBackup
+from oracle_server._matrix.client import MatrixError
+from oracle_server._matrix.layer import SETUP_HINT, MatrixLayer
+from oracle_server._matrix.values import (
     MNEMONIC_STATE_KEY,
     SECURE_STATE_TYPE,
     ValueDecryptionError,
     decrypt_value,
     encrypt_value,
 )
-from oracle_server.testing import BlocksyncDouble, ChatRequest, OpenAIDouble, ToolCalls
-from oracle_server.testing.matrix import (
+from oracle_server.testing import (
+    BlocksyncDouble,
+    ChatRequest,
+    OpenAIDouble,
     OracleAccount,
+    RegisteredUser,
+    Synapse,
+    ToolCalls,
     eventually,
     node_env,
     oracle_node,
     provision_oracle,
     random_mnemonic,
+    serving,
     user_headers,
     wait_ready,
 )
-from oracle_server.testing.server import serving
-from oracle_server.testing.synapse import RegisteredUser, Synapse
 from oracle_ucan import Ed25519Signer
 
 NOT_READY = "Oracle not ready"

@@ -1,4 +1,4 @@
-"""The Synapse test harness (`oracle_server.testing.synapse`) against a real homeserver."""
+"""The Synapse test harness (`oracle_server.testing.Synapse`) against a real homeserver."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from nio.client.async_client import (
     AsyncClientConfig,
 )
 
-from oracle_server.testing.synapse import RegisteredUser, Synapse, SynapseError
+from oracle_server.testing import RegisteredUser, Synapse, SynapseError
 
 NewUser = Callable[[str], RegisteredUser]
 

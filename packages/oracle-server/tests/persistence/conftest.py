@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from oracle_server.persistence import (
+from oracle_server._persistence import (
     CheckpointerFactory,
     Storage,
     StorageKind,

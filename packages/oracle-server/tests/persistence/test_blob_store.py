@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import func, select
 
 from oracle_core import BlobStore
-from oracle_server.persistence import Storage
-from oracle_server.persistence.tables import blobs
+from oracle_server._persistence import Storage
+from oracle_server._persistence.tables import blobs
 
 ALICE = "did:key:z6MkAlice"
 BOB = "did:key:z6MkBob"

@@ -12,7 +12,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
-from oracle_server.persistence import (
+from oracle_server._persistence import (
     CheckpointerFactory,
     UserDatabases,
     open_checkpointers,

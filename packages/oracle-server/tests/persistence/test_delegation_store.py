@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from oracle_server.persistence import Storage, StoredDelegation
+from oracle_server._persistence import Storage, StoredDelegation
 
 ALICE = "did:key:z6MkAlice"
 BOB = "did:key:z6MkBob"

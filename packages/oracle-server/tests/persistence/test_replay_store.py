@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 
 from sqlalchemy import func, select
 
-from oracle_server.persistence import Storage
-from oracle_server.persistence.tables import ucan_replay
+from oracle_server._persistence import Storage
+from oracle_server._persistence.tables import ucan_replay
 from oracle_ucan import InvocationStore
 
 CID = "bafyreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"

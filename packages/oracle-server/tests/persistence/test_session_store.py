@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from sqlalchemy.exc import StatementError
 
-from oracle_server.persistence import DuplicateSessionError, SessionRecord, Storage, to_js_iso
+from oracle_server._persistence import DuplicateSessionError, SessionRecord, Storage, to_js_iso
 
 ALICE = "did:key:z6MkAlice"
 BOB = "did:key:z6MkBob"

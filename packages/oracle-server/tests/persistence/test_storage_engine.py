@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect, text
 
-from oracle_server.persistence import (
+from oracle_server._persistence import (
     SessionRecord,
     Storage,
     StorageKind,
     database_url,
 )
-from oracle_server.persistence import storage_kind as storage_kind_of
+from oracle_server._persistence import storage_kind as storage_kind_of
 
 TABLES = {
     "blobs",

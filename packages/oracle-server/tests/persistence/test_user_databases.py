@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import Column, Integer, MetaData, String, Table, inspect
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from oracle_server.persistence import (
+from oracle_server._persistence import (
     SessionRecord,
     Storage,
     StorageUnavailableError,
@@ -29,7 +29,7 @@ from oracle_server.persistence import (
     checkpoint_storage_key,
     database_url,
 )
-from oracle_server.persistence.engine import create_tables
+from oracle_server._persistence.engine import create_tables
 
 ORACLE = "did:ixo:ixo1oracleundertest"
 ALICE = "did:ixo:ixo1alice"

@@ -1,20 +1,61 @@
-"""Test doubles that speak the real protocols on loopback, and ports of the client's parsers.
+"""The server's testing kit: doubles that speak the real protocols on loopback, ports of the
+client's parsers, and the handles that integration tests and benchmarks measure.
+
+Doubles and servers:
 
 - `OpenAIDouble`: a scripted OpenAI chat-completions server (JSON, SSE streaming, tool
   calls) to use as the oracle's model through ``LLM_PROVIDER=openai-compatible``.
-- `PersistentSseParser` / `PerReadSseParser`: the SSE parsers of client SDK 1.4.0 and
-  1.1.x, to check that the server's SSE body reads the same with both (SRV-70 b).
 - `BlocksyncDouble`: Blocksync's GraphQL endpoint serving ``did:ixo`` documents.
-- `Synapse` (in ``oracle_server.testing.synapse``): a real Matrix homeserver from PyPI in
-  a cached virtual environment.
+- `LoopbackServer`: any Starlette app served by Hypercorn on ``127.0.0.1``.
+- `Synapse`: a real Matrix homeserver from PyPI in a cached virtual environment;
+  `provision_oracle`, `node_env`, `oracle_node`, `matrix_user` and `user_headers` run
+  oracle nodes and users against it.
 - `serving(app)`: an ``OracleApp`` on loopback for the duration of a block;
   `auth_headers(user, oracle_did)`: headers of a development auth invocation.
+
+Protocol checks:
+
+- `PersistentSseParser` / `PerReadSseParser`: the SSE parsers of client SDK 1.4.0 and
+  1.1.x, to check that the server's SSE body reads the same with both (SRV-70 b).
+
+Internals that integration tests and benchmarks drive or measure directly (not for
+plugins or hosts: their shape may change with the server):
+
+- `TurnInput` and `follow_run`: start a turn on ``app.state.runner`` and read its run
+  log as a response would, without HTTP; `MemoryRunLog`: the in-memory run log.
+- `CheckpointBackup`, `backup_key`, `prepare_upload`, `commit_upload`, `read_chain`: the
+  Matrix backup of per-user files and its sealed page snapshots.
+- `user_room_alias`: the alias of a user's Matrix room.
 """
 
-from oracle_server.testing.blocksync import BlocksyncDouble
-from oracle_server.testing.openai_double import ChatRequest, OpenAIDouble, Step, ToolCalls
-from oracle_server.testing.server import auth_headers, free_port, serving
-from oracle_server.testing.sse import (
+from oracle_server._matrix.backup import CheckpointBackup
+from oracle_server._matrix.rooms import user_room_alias
+from oracle_server._persistence.snapshot import (
+    backup_key,
+    commit_upload,
+    prepare_upload,
+    read_chain,
+)
+from oracle_server._turns.runlog import MemoryRunLog
+from oracle_server._turns.runlog import follow as follow_run
+from oracle_server._turns.runner import TurnInput
+from oracle_server.testing._blocksync import BlocksyncDouble
+from oracle_server.testing._loopback import LoopbackServer
+from oracle_server.testing._matrix import (
+    ENTITY_DID,
+    OracleAccount,
+    eventually,
+    matrix_user,
+    node_env,
+    oracle_node,
+    provision_oracle,
+    random_mnemonic,
+    user_headers,
+    wait_ready,
+)
+from oracle_server.testing._openai_double import ChatRequest, OpenAIDouble, Step, ToolCalls
+from oracle_server.testing._server import auth_headers, free_port, serving
+from oracle_server.testing._sse import (
     ACCEPTED_EVENTS,
     PER_READ_ACCEPTED_EVENTS,
     PerReadSseParser,
@@ -24,22 +65,54 @@ from oracle_server.testing.sse import (
     parse_stream,
     split_everywhere,
 )
+from oracle_server.testing._synapse import (
+    SYNAPSE_VERSION,
+    RegisteredUser,
+    Synapse,
+    SynapseError,
+    ensure_synapse_venv,
+)
 
 __all__ = [
     "ACCEPTED_EVENTS",
+    "ENTITY_DID",
     "PER_READ_ACCEPTED_EVENTS",
+    "SYNAPSE_VERSION",
     "BlocksyncDouble",
     "ChatRequest",
+    "CheckpointBackup",
+    "LoopbackServer",
+    "MemoryRunLog",
     "OpenAIDouble",
+    "OracleAccount",
     "PerReadSseParser",
     "PersistentSseParser",
+    "RegisteredUser",
     "SseEvent",
     "Step",
+    "Synapse",
+    "SynapseError",
     "ToolCalls",
+    "TurnInput",
     "auth_headers",
+    "backup_key",
+    "commit_upload",
+    "ensure_synapse_venv",
+    "eventually",
+    "follow_run",
     "frame_boundaries",
     "free_port",
+    "matrix_user",
+    "node_env",
+    "oracle_node",
     "parse_stream",
+    "prepare_upload",
+    "provision_oracle",
+    "random_mnemonic",
+    "read_chain",
     "serving",
     "split_everywhere",
+    "user_headers",
+    "user_room_alias",
+    "wait_ready",
 ]

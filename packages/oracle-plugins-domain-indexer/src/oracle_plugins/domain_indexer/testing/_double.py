@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from oracle_server.testing.loopback import LoopbackServer
+from oracle_server.testing import LoopbackServer
 
 __all__ = ["ERROR_DID", "DomainIndexerDouble", "RecordedRequest", "load_fixtures"]
 

@@ -1,0 +1,284 @@
+"""``/openapi.json``, ``/docs/json`` and a Swagger UI at ``/docs`` that needs no internet.
+
+Every asset of the UI (CSS, JavaScript, favicons) is served by the oracle from the
+``swagger-ui-bundle-v2`` distribution (import ``swagger_ui_bundle``), so the page works on
+an air-gapped machine. ``DOCS_ASSET_BASE_URL`` may point the page at another copy of the
+same assets (a CDN or a reverse proxy); the document and the page's small start-up
+script are always served by the oracle.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.resources
+import json
+import re
+from collections.abc import Iterable, Mapping
+from importlib import metadata
+from importlib.resources.abc import Traversable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from oracle_server._http.errors import error_response
+from oracle_server._http.openapi import build_openapi
+from oracle_server._http.pipeline import ExclusionMatcher
+
+__all__ = ["ApiDocs", "mount_api_docs", "swagger_ui_dir"]
+
+BUNDLE_PACKAGE = "swagger_ui_bundle"
+DOCS_PREFIX = "/docs"
+SPEC_PATHS = ("/openapi.json", "/docs/json")
+INITIALIZER = "swagger-initializer.js"
+CONTENT_TYPES = {
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".png": "image/png",
+    ".map": "application/json",
+    ".html": "text/html; charset=utf-8",
+}
+# index.html and index.j2 are upstream's page templates (theirs loads the petstore demo);
+# the page and its initializer are generated here instead.
+NOT_SERVED = frozenset({"index.html", "index.j2", INITIALIZER})
+ASSET_CACHE_CONTROL = "public, max-age=86400"
+# Static, so the page needs no inline script; the document URL comes from a data attribute.
+# validatorUrl null: Swagger UI would otherwise send the document to validator.swagger.io.
+INITIALIZER_JS = """window.addEventListener("load", function () {
+  var root = document.getElementById("swagger-ui");
+  window.ui = SwaggerUIBundle({
+    url: root.getAttribute("data-spec-url"),
+    dom_id: "#swagger-ui",
+    deepLinking: true,
+    validatorUrl: null,
+    presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
+    plugins: [SwaggerUIBundle.plugins.DownloadUrl],
+    layout: "StandaloneLayout"
+  });
+});
+"""
+PAGE = """<!DOCTYPE html>
+<html lang="en">
+  <head>
+    <meta charset="UTF-8">
+    <title>{title}</title>
+    <link rel="stylesheet" type="text/css" href="{assets}/swagger-ui.css">
+    <link rel="stylesheet" type="text/css" href="{assets}/index.css">
+    <link rel="icon" type="image/png" href="{assets}/favicon-32x32.png" sizes="32x32">
+    <link rel="icon" type="image/png" href="{assets}/favicon-16x16.png" sizes="16x16">
+  </head>
+  <body>
+    <div id="swagger-ui" data-spec-url="{spec}"></div>
+    <script src="{assets}/swagger-ui-bundle.js" charset="UTF-8"></script>
+    <script src="{assets}/swagger-ui-standalone-preset.js" charset="UTF-8"></script>
+    <script src="{local}/{initializer}" charset="UTF-8"></script>
+  </body>
+</html>
+"""
+_VERSION_RE = re.compile(r"\d+")
+
+
+def _version_key(name: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in _VERSION_RE.findall(name))
+
+
+def swagger_ui_dir() -> Traversable:
+    """The newest ``vendor/swagger-ui-<version>`` directory of the bundle package.
+
+    Raises:
+        RuntimeError: the bundle package is missing or holds no Swagger UI.
+    """
+    missing = RuntimeError(
+        "docs.assets_missing: no Swagger UI in package 'swagger_ui_bundle'; "
+        "install oracle-server's dependency 'swagger-ui-bundle-v2'"
+    )
+    try:
+        vendor = importlib.resources.files(BUNDLE_PACKAGE) / "vendor"
+        candidates = [
+            entry
+            for entry in vendor.iterdir()
+            if entry.is_dir() and entry.name.startswith("swagger-ui-")
+        ]
+    except (ModuleNotFoundError, OSError) as exc:
+        raise missing from exc
+    if not candidates:
+        raise missing
+    return max(candidates, key=lambda entry: _version_key(entry.name))
+
+
+def _asset_base(value: str | None) -> str | None:
+    if value is None or not value.strip():
+        return None
+    base = value.strip().rstrip("/")
+    if not base.startswith(("http://", "https://", "/")):
+        raise ValueError(
+            f"docs.asset_base_url: {value!r} is neither an http(s) URL nor an absolute path; "
+            "set DOCS_ASSET_BASE_URL to e.g. https://cdn.example/swagger-ui or unset it to "
+            "serve the bundled assets"
+        )
+    return base
+
+
+class ApiDocs:
+    """The OpenAPI document and Swagger UI, as Starlette routes.
+
+    Args:
+        title: The page title.
+        asset_base_url: Where the page loads Swagger UI's CSS, JavaScript and icons from;
+            ``None`` (the default) serves them from this oracle under ``/docs/``.
+        assets: The Swagger UI directory; defaults to ``swagger_ui_dir()``.
+
+    Raises:
+        ValueError: ``asset_base_url`` is not an http(s) URL or an absolute path.
+        RuntimeError: the bundled assets are missing.
+    """
+
+    def __init__(
+        self,
+        *,
+        title: str,
+        asset_base_url: str | None = None,
+        assets: Traversable | None = None,
+    ) -> None:
+        self.title = title
+        self.asset_base_url = _asset_base(asset_base_url)
+        self._dir = assets if assets is not None else swagger_ui_dir()
+        self._files = {
+            entry.name: entry
+            for entry in self._dir.iterdir()
+            if entry.is_file()
+            and entry.name not in NOT_SERVED
+            and _suffix(entry.name) in CONTENT_TYPES
+        }
+        self._cache: dict[str, bytes] = {}
+        self._document: dict[str, Any] = {}
+        self._document_json = b"{}"
+
+    @property
+    def asset_names(self) -> frozenset[str]:
+        """The file names served under ``/docs/``, the generated initializer included."""
+        return frozenset({*self._files, INITIALIZER})
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The published OpenAPI document."""
+        return self._document
+
+    def publish(self, document: Mapping[str, Any]) -> None:
+        """Serve ``document`` from now on; it is encoded once, here."""
+        self._document = dict(document)
+        self._document_json = json.dumps(
+            self._document, ensure_ascii=False, separators=(",", ":")
+        ).encode()
+
+    def routes(self) -> list[BaseRoute]:
+        """``/openapi.json``, ``/docs/json``, ``/docs`` and ``/docs/{path}`` (in that order:
+        ``/docs/json`` must win over the asset route)."""
+        return [
+            Route(SPEC_PATHS[0], self.openapi_json, methods=["GET"], name="openapi_json"),
+            Route(SPEC_PATHS[1], self.openapi_json, methods=["GET"], name="docs_json"),
+            Route(DOCS_PREFIX, self.swagger_ui, methods=["GET"], name="swagger_ui"),
+            Route(
+                DOCS_PREFIX + "/{path:path}", self.asset, methods=["GET"], name="swagger_ui_asset"
+            ),
+        ]
+
+    async def openapi_json(self, request: Request) -> Response:
+        """The OpenAPI 3.1 document of this oracle."""
+        return Response(self._document_json, media_type="application/json")
+
+    async def swagger_ui(self, request: Request) -> Response:
+        """Swagger UI on ``/docs/json``; its assets come from this oracle unless configured."""
+        root = str(request.scope.get("root_path", "")).rstrip("/")
+        local = root + DOCS_PREFIX
+        page = PAGE.format(
+            title=html.escape(f"{self.title} API"),
+            assets=html.escape(self.asset_base_url or local),
+            local=html.escape(local),
+            spec=html.escape(root + SPEC_PATHS[1]),
+            initializer=INITIALIZER,
+        )
+        return HTMLResponse(page, headers={"Cache-Control": "no-cache"})
+
+    async def asset(self, request: Request) -> Response:
+        """A Swagger UI file from the bundled package (404 for anything else)."""
+        name = request.path_params["path"]
+        if name == "":
+            return await self.swagger_ui(request)
+        if name == INITIALIZER:
+            body = INITIALIZER_JS.encode()
+        elif name in self._files:
+            body = self._read(name)
+        else:
+            return error_response(404, f"Cannot GET {request.url.path}")
+        etag = f'"{self._dir.name}-{name}"'
+        headers = {"Cache-Control": ASSET_CACHE_CONTROL, "ETag": etag}
+        if request.headers.get("if-none-match") == etag:
+            return Response(status_code=304, headers=headers)
+        return Response(body, media_type=CONTENT_TYPES[_suffix(name)], headers=headers)
+
+    def _read(self, name: str) -> bytes:
+        cached = self._cache.get(name)
+        if cached is None:
+            cached = self._cache[name] = self._files[name].read_bytes()
+        return cached
+
+
+def _suffix(name: str) -> str:
+    dot = name.rfind(".")
+    return name[dot:] if dot >= 0 else ""
+
+
+def _server_version() -> str:
+    try:
+        return metadata.version("oracle-server")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+def mount_api_docs(
+    app: Starlette,
+    *,
+    title: str,
+    exclusions: ExclusionMatcher,
+    extra_routes: Iterable[tuple[str, BaseRoute]] = (),
+    description: str | None = None,
+    version: str | None = None,
+    asset_base_url: str | None = None,
+) -> ApiDocs:
+    """Add the docs routes to ``app`` and publish the document of every route it serves.
+
+    Call once at boot, after every other route is in ``app.router.routes``: the document
+    is built from that list then and never rebuilt.
+
+    Args:
+        app: The oracle's Starlette app.
+        title: ``info.title`` and the page title.
+        exclusions: The pipeline's public-route matcher.
+        extra_routes: ``(owner, route)`` pairs of host (``"host"``) and plugin routes that
+            are already in ``app.router.routes``; every other route counts as built-in.
+        description: ``info.description``.
+        version: ``info.version``; defaults to the installed ``oracle-server`` version.
+        asset_base_url: ``DOCS_ASSET_BASE_URL``; ``None`` serves the bundled assets.
+
+    Returns:
+        The ``ApiDocs`` serving the document.
+    """
+    docs = ApiDocs(title=title, asset_base_url=asset_base_url)
+    app.router.routes.extend(docs.routes())
+    extra = list(extra_routes)
+    extra_ids = {id(route) for _, route in extra}
+    builtin = [route for route in app.router.routes if id(route) not in extra_ids]
+    docs.publish(
+        build_openapi(
+            title=title,
+            version=version or _server_version(),
+            routes=builtin,
+            exclusions=exclusions,
+            extra_routes=extra,
+            description=description,
+        )
+    )
+    return docs

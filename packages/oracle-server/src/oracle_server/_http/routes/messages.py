@@ -1,0 +1,166 @@
+"""``/messages``: send (JSON or SSE), history, abort (SRV-22 … 33); runs and rejoin."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from oracle_server._http.dto import AbortDto, SendMessageDto
+from oracle_server._http.errors import HTTPError
+from oracle_server._http.history import to_message_dtos
+from oracle_server._http.sse import SSE_HEADERS
+from oracle_server._http.state import auth_of, read_body, server_of
+from oracle_server._turns.runlog import RunGone, RunLog, follow
+from oracle_server._turns.runner import TurnInput, public_error, reply_body
+
+__all__ = ["MODEL_UNKNOWN", "message_routes", "selected_model"]
+
+MODEL_UNKNOWN = "message.model_unknown"
+"""The ``code`` of the 400 answering a ``model`` that ``GET /models`` does not list."""
+
+
+def selected_model(models: Sequence[Mapping[str, Any]], requested: str | None) -> str | None:
+    """The model id a message selects for its turn's main agent; ``None`` runs the default.
+
+    The default entry of ``models`` (for the hosted providers it names the provider, not a
+    model) selects the default model. When no model is listed (no LLM configured) nothing
+    can be selected, so any ``model`` is refused rather than silently ignored.
+
+    Args:
+        models: The entries ``GET /models`` lists.
+        requested: The message's ``model``; ``None`` when absent.
+
+    Raises:
+        HTTPError: 400 with ``code`` ``message.model_unknown`` and the valid ids.
+    """
+    if requested is None:
+        return None
+    ids = [str(entry["id"]) for entry in models]
+    shown = requested if len(requested) <= 100 else f"{requested[:100]}…"
+    if not ids:
+        raise HTTPError(
+            400,
+            f"Unknown model '{shown}': this oracle has no models configured; "
+            "send the message without `model`",
+            code=MODEL_UNKNOWN,
+        )
+    if requested not in ids:
+        raise HTTPError(
+            400,
+            f"Unknown model '{shown}'; use one of: {', '.join(ids)} (GET /models), "
+            "or send the message without `model` for the default",
+            code=MODEL_UNKNOWN,
+        )
+    default = next((entry["id"] for entry in models if entry.get("isDefault")), None)
+    return None if requested == default else requested
+
+
+async def send_message(request: Request) -> Response:
+    """``POST /messages/{sessionId}``: run a turn; JSON reply, or SSE with ``stream``."""
+    server, auth = server_of(request), auth_of(request)
+    session_id = request.path_params["session_id"]
+    dto = await read_body(request, SendMessageDto)
+    # Checked before anything is queued or stored: a bad model loses nothing.
+    model = selected_model(server.models, dto.model)
+    if await server.sessions.get(auth.did, session_id) is None:
+        raise HTTPError(404, "Session not found")
+    request_id = request.scope.get("state", {}).get("request_id") or session_id
+    turn = await server.runner.start(
+        TurnInput(
+            auth=auth,
+            session_id=session_id,
+            message=dto.message,
+            request_id=request_id,
+            state=dto.turn_state(),
+            timezone=dto.timezone,
+            model=model,
+        )
+    )
+    if dto.stream:
+        return stream_run(request, server.runner.runs, turn.run_id, after=0)
+    await turn.done.wait()
+    if turn.status == "failed":
+        raise HTTPError(500, public_error(turn.error) if turn.error else "The turn failed")
+    if turn.status == "aborted":
+        raise HTTPError(409, "The turn was aborted")
+    body = reply_body(turn)
+    if dto.return_all_messages:
+        messages = await server.runtime.thread_messages(auth.did, session_id)
+        body["messages"] = to_message_dtos(messages)
+    return JSONResponse(body)
+
+
+def stream_run(
+    request: Request, runs: RunLog, run_id: str, *, after: int, request_id: str | None = None
+) -> Response:
+    """The run's events after ``after`` as SSE, with ``X-Run-Id`` (and, for a rejoin, the
+    ``X-Request-Id`` of the turn, which the client files the reply under)."""
+    headers = {**SSE_HEADERS, "X-Run-Id": run_id}
+    if request_id is not None:
+        headers["X-Request-Id"] = request_id
+    if request.scope.get("http_version") == "1.1":
+        headers["Connection"] = "keep-alive"
+    return StreamingResponse(follow(runs, run_id, after), headers=headers)
+
+
+async def rejoin_run(request: Request) -> Response:
+    """``GET /runs/{runId}?after=N``: the run's events after ``N``, then live to ``done``."""
+    server, auth = server_of(request), auth_of(request)
+    run_id = request.path_params["run_id"]
+    raw = request.query_params.get("after") or "0"
+    if not raw.isdigit():
+        raise HTTPError(400, ["after must be a non-negative integer"])
+    after = int(raw)
+    runs = server.runner.runs
+    info = await runs.info(run_id)
+    if info is None or info.user_did != auth.did:
+        raise HTTPError(404, "Run not found")
+    try:
+        await runs.read(run_id, after, wait=0)
+    except RunGone as exc:
+        raise HTTPError(404, "Run events are no longer available") from exc
+    return stream_run(request, runs, run_id, after=after, request_id=info.request_id)
+
+
+async def session_run(request: Request) -> Response:
+    """``GET /sessions/{sessionId}/run`` → ``{run: {runId, status} | null}``."""
+    server, auth = server_of(request), auth_of(request)
+    session_id = request.path_params["session_id"]
+    if await server.sessions.get(auth.did, session_id) is None:
+        raise HTTPError(404, "Session not found")
+    info = await server.runner.runs.active_run(session_id)
+    if info is None or info.user_did != auth.did:
+        return JSONResponse({"run": None})
+    return JSONResponse({"run": info.to_wire()})
+
+
+async def history(request: Request) -> Response:
+    """``GET /messages/{sessionId}`` → ``{messages: [MessageDto]}`` from the checkpoint."""
+    server, auth = server_of(request), auth_of(request)
+    session_id = request.path_params["session_id"]
+    if await server.sessions.get(auth.did, session_id) is None:
+        raise HTTPError(404, "Session not found")
+    messages = await server.runtime.thread_messages(auth.did, session_id)
+    return JSONResponse({"messages": to_message_dtos(messages)})
+
+
+async def abort(request: Request) -> Response:
+    """``POST /messages/abort {sessionId}`` → ``{success}`` (own sessions only)."""
+    server, auth = server_of(request), auth_of(request)
+    dto = await read_body(request, AbortDto)
+    return JSONResponse({"success": await server.runner.abort(auth.did, dto.session_id)})
+
+
+def message_routes() -> list[BaseRoute]:
+    """The message routes; abort is matched before ``/messages/{sessionId}``."""
+    return [
+        Route("/messages/abort", abort, methods=["POST"]),
+        Route("/messages/{session_id}", send_message, methods=["POST"]),
+        Route("/messages/{session_id}", history, methods=["GET"]),
+        Route("/runs/{run_id}", rejoin_run, methods=["GET"]),
+        Route("/sessions/{session_id}/run", session_run, methods=["GET"]),
+    ]

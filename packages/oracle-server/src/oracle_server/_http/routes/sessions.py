@@ -1,0 +1,87 @@
+"""``/sessions``: create, list, delete (SRV-18 … 20)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from oracle_server._http.errors import HTTPError
+from oracle_server._http.state import auth_of, server_of
+from oracle_server._persistence import SessionRecord
+
+__all__ = ["session_routes"]
+
+MAX_PAGE = 100
+
+
+async def create_session(request: Request) -> Response:
+    """``POST /sessions`` → 201 ``ChatSession``."""
+    server, auth = server_of(request), auth_of(request)
+    now = datetime.now(UTC)
+    record = SessionRecord(
+        session_id=str(uuid.uuid4()),
+        user_did=auth.did,
+        title="Untitled",
+        created_at=now,
+        last_updated_at=now,
+        oracle_name=server.oracle_name,
+        oracle_did=server.oracle_did,
+        oracle_entity_did=server.settings.oracle_entity_did,
+    )
+    try:
+        created = await server.sessions.create(record)
+    except Exception as exc:
+        raise HTTPError(400, f"Session creation failed: {type(exc).__name__}") from exc
+    return JSONResponse(created.to_wire(), status_code=201)
+
+
+def _int_param(request: Request, name: str, default: int, minimum: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise HTTPError(400, [f"{name} must be an integer"]) from exc
+    if value < minimum:
+        raise HTTPError(400, [f"{name} must not be less than {minimum}"])
+    return value
+
+
+async def list_sessions(request: Request) -> Response:
+    """``GET /sessions?limit&offset`` → ``{sessions, total}``, newest first."""
+    server, auth = server_of(request), auth_of(request)
+    limit = min(_int_param(request, "limit", 20, 1), MAX_PAGE)
+    offset = _int_param(request, "offset", 0, 0)
+    records, total = await server.sessions.list(auth.did, limit=limit, offset=offset)
+    return JSONResponse({"sessions": [r.to_wire() for r in records], "total": total})
+
+
+async def delete_session(request: Request) -> Response:
+    """``DELETE /sessions/{sessionId}``: the row and every checkpoint of the thread."""
+    server, auth = server_of(request), auth_of(request)
+    session_id = request.path_params["session_id"]
+    if await server.sessions.get(auth.did, session_id) is None:
+        raise HTTPError(404, "Session not found")
+    await server.runner.abort(auth.did, session_id)
+    sub_agents = [s.value.name for s in server.runtime.registries.sub_agents.values()]
+    threads = [session_id, *(f"{session_id}_{name}" for name in sub_agents)]
+    try:
+        await server.checkpointers.delete_threads(auth.did, threads)
+        await server.sessions.delete(auth.did, session_id)
+    except Exception as exc:
+        raise HTTPError(400, f"Failed to delete session: {type(exc).__name__}") from exc
+    return JSONResponse({"message": "Session deleted successfully"})
+
+
+def session_routes() -> list[BaseRoute]:
+    """The session routes."""
+    return [
+        Route("/sessions", create_session, methods=["POST"]),
+        Route("/sessions", list_sessions, methods=["GET"]),
+        Route("/sessions/{session_id}", delete_session, methods=["DELETE"]),
+    ]

@@ -1,0 +1,54 @@
+"""Public routes: root, liveness, readiness, models."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from oracle_server._http.sse import timestamp
+from oracle_server._http.state import server_of
+
+__all__ = ["system_routes"]
+
+
+async def root(request: Request) -> Response:
+    """``GET /``."""
+    server = server_of(request)
+    return JSONResponse(
+        {"status": "ok", "message": f"{server.oracle_name} is running", "timestamp": timestamp()}
+    )
+
+
+async def health(request: Request) -> Response:
+    """``GET /health``: liveness, whatever the Matrix layer does (SRV-11)."""
+    return JSONResponse({"status": "ok", "timestamp": timestamp()})
+
+
+async def ready(request: Request) -> Response:
+    """``GET /ready``: 200 when protected routes can be served, else 503 (SRV-11)."""
+    server = server_of(request)
+    body = {
+        "status": "ready" if server.ready else "starting",
+        "matrix": server.matrix_state,
+        "signingKey": server.signer is not None,
+        "timestamp": timestamp(),
+    }
+    return JSONResponse(body, status_code=200 if server.ready else 503)
+
+
+async def models(request: Request) -> Response:
+    """``GET /models`` (public): the models a message may select."""
+    server = server_of(request)
+    default = next((m["id"] for m in server.models if m.get("isDefault")), None)
+    return JSONResponse({"models": server.models, "default": default})
+
+
+def system_routes() -> list[BaseRoute]:
+    """Root, health, ready and models."""
+    return [
+        Route("/", root, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/ready", ready, methods=["GET"]),
+        Route("/models", models, methods=["GET"]),
+    ]

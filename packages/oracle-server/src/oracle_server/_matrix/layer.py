@@ -1,0 +1,389 @@
+"""The Matrix layer: background login, signing key, chat log, backups (SRV-6, 9, 10, 64 … 68).
+
+:class:`MatrixLayer` starts from the ASGI lifespan and never delays serving: it logs in,
+reads the oracle's signing mnemonic from the account room, syncs once, then keeps a
+sync loop running. Until it is ``loaded`` (and the signing key is there) the server
+answers protected routes with 401. A failed start is retried with backoff 5 s → 5 min.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from oracle_core import PluginStatusChangeEvent, ServiceUnavailableError, UserInfo
+from oracle_server._matrix.backup import CheckpointBackup
+from oracle_server._matrix.chatlog import ChatLog, message_content
+from oracle_server._matrix.client import MatrixClient, MatrixError
+from oracle_server._matrix.rooms import UserRooms, matrix_user_id
+from oracle_server._matrix.transport import MatrixTransport
+from oracle_server._matrix.values import (
+    MNEMONIC_STATE_KEY,
+    SECURE_STATE_TYPE,
+    ValueDecryptionError,
+    decrypt_mnemonic,
+)
+from oracle_server._persistence import (
+    MatrixFileEvents,
+    StorageUnavailableError,
+    UserDatabases,
+)
+from oracle_server._settings import ServerSettings
+from oracle_server._turns.runner import ActiveTurn, TurnInput
+from oracle_ucan import Ed25519Signer
+
+__all__ = ["MatrixLayer", "MatrixStatus", "NioMatrixService"]
+
+logger = logging.getLogger("oracle.server.matrix")
+
+MatrixStatus = Literal["pending", "loaded", "failed"]
+FIRST_RETRY_DELAY = 5.0
+MAX_RETRY_DELAY = 300.0
+MNEMONIC_RECHECK_SECONDS = 60.0
+SETUP_HINT = "qiforge-cli setup-encryption-key"
+
+
+class MatrixLayer:
+    """The oracle's Matrix presence, started in the background.
+
+    Args:
+        settings: The server settings (``MATRIX_*``).
+        oracle_name: Name of the rooms the oracle creates.
+        sessions: The session store (where each session's thread is remembered).
+        user_dbs: The per-user databases to back up (``None`` in shared mode).
+        files: The last upload of each backed-up file.
+        signer: The signing key from ``ORACLE_SIGNING_MNEMONIC``, which wins over the
+            account room's.
+        on_signer: Receives the signing key once loaded.
+        on_status: Receives each status change.
+        on_error: Receives ``(exc, "matrix-init")`` for each failed start.
+        start_turn: Starts a turn for a user's message in their room (SRV-69); set
+            later with :attr:`start_turn` when the turn runner is built after the layer.
+    """
+
+    def __init__(
+        self,
+        settings: ServerSettings,
+        *,
+        oracle_name: str,
+        sessions: Any,
+        user_dbs: UserDatabases | None,
+        files: MatrixFileEvents,
+        signer: Ed25519Signer | None,
+        on_signer: Callable[[Ed25519Signer], None],
+        on_status: Callable[[PluginStatusChangeEvent], None],
+        on_error: Callable[[BaseException, str], None],
+        start_turn: Callable[[TurnInput], Awaitable[ActiveTurn]] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.oracle_name = oracle_name
+        self.sessions = sessions
+        self.user_dbs = user_dbs
+        self.files = files
+        self.signer = signer
+        self._on_signer = on_signer
+        self._on_status = on_status
+        self._on_error = on_error
+        self.start_turn = start_turn
+        self.state: MatrixStatus = "pending"
+        self.client: MatrixClient | None = None
+        self.rooms: UserRooms | None = None
+        self.chatlog: ChatLog | None = None
+        self.backup: CheckpointBackup | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        # Kept apart from `_tasks`: it never ends on its own, and `flush` waits for those.
+        self._recheck_task: asyncio.Task[None] | None = None
+        self._init_task: asyncio.Task[None] | None = None
+        self._closed = False
+        if user_dbs is not None and settings.matrix_checkpoint_sync:
+            user_dbs.restorer = self
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Begin initialisation in the background (idempotent)."""
+        if self._init_task is None and not self._closed:
+            self._init_task = asyncio.get_running_loop().create_task(
+                self._init_loop(), name="matrix-init"
+            )
+
+    def _set_state(self, state: MatrixStatus, reason: str | None = None) -> None:
+        if state == self.state:
+            return
+        event = PluginStatusChangeEvent(plugin="matrix", from_=self.state, to=state, reason=reason)
+        self.state = state
+        self._on_status(event)
+
+    async def _init_loop(self) -> None:
+        delay = FIRST_RETRY_DELAY
+        while not self._closed:
+            try:
+                await self._init()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                await self._discard_client()
+                self._set_state("failed", f"{type(exc).__name__}: {exc}")
+                self._on_error(exc, "matrix-init")
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_RETRY_DELAY)
+                continue
+            self._set_state("loaded")
+            return
+
+    async def _init(self) -> None:
+        settings = self.settings
+        client = MatrixClient(
+            base_url=str(settings.matrix_base_url),
+            user_id=str(settings.matrix_oracle_admin_user_id),
+            store_path=Path(settings.matrix_store_path) / "nio",
+            access_token=settings.matrix_oracle_admin_access_token,
+            password=settings.matrix_oracle_admin_password,
+        )
+        self.client = client
+        await client.login()
+        if self.signer is None:
+            await self._load_signer(client)
+            if self.signer is None:
+                self._recheck_task = asyncio.get_running_loop().create_task(
+                    self._recheck_signer(client), name="matrix-signing-key-recheck"
+                )
+        await client.first_sync()
+        client.start_sync()
+        rooms = UserRooms(
+            client, entity_did=str(settings.oracle_entity_did or ""), oracle_name=self.oracle_name
+        )
+        self.rooms = rooms
+        self.chatlog = ChatLog(client, rooms, self.sessions)
+        if self.start_turn is not None:
+            transport = MatrixTransport(
+                client,
+                rooms,
+                self.sessions,
+                self.start_turn,
+                (self.oracle_name, str(settings.oracle_did or ""), settings.oracle_entity_did),
+            )
+            client.on_room_message = transport.on_message
+        if self.user_dbs is not None and settings.matrix_checkpoint_sync:
+            backup = CheckpointBackup(
+                client,
+                rooms,
+                self.user_dbs,
+                self.files,
+                secret=self._backup_secret,
+                debounce=settings.matrix_backup_debounce_seconds,
+            )
+            backup.start()
+            self.backup = backup
+
+    async def _discard_client(self) -> None:
+        recheck, self._recheck_task = self._recheck_task, None
+        if recheck is not None:
+            recheck.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await recheck
+        client, self.client = self.client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
+
+    def _backup_secret(self) -> bytes | None:
+        # The signing key is the oracle's identity: a node that has it can read the
+        # backups, and no other secret has to be provisioned.
+        return None if self.signer is None else self.signer.format().encode()
+
+    async def _load_signer(self, client: MatrixClient) -> None:
+        room_id = self.settings.matrix_account_room_id
+        pin = self.settings.matrix_value_pin
+        if not room_id or not pin:
+            logger.warning(
+                "matrix.signing_key_missing: MATRIX_ACCOUNT_ROOM_ID or MATRIX_VALUE_PIN unset"
+            )
+            return
+        content = await client.state_event(room_id, SECURE_STATE_TYPE, MNEMONIC_STATE_KEY)
+        value = (content or {}).get("encrypted_mnemonic")
+        if not isinstance(value, str) or not value:
+            logger.warning(
+                "matrix.signing_key_missing: no signing mnemonic in the account room; "
+                "provision one with `%s` (the oracle stays not ready until then)",
+                SETUP_HINT,
+            )
+            return
+        try:
+            mnemonic = decrypt_mnemonic(value, pin)
+            signer = Ed25519Signer.from_mnemonic(mnemonic)
+        except (ValueDecryptionError, ValueError) as exc:
+            logger.error("matrix.signing_key_unreadable: %s", str(exc).split(":")[0])
+            return
+        self.signer = signer
+        self._on_signer(signer)
+
+    async def _recheck_signer(self, client: MatrixClient) -> None:
+        while self.signer is None and not self._closed:
+            await asyncio.sleep(MNEMONIC_RECHECK_SECONDS)
+            try:
+                await self._load_signer(client)
+            except MatrixError as exc:
+                logger.warning("matrix.signing_key_check_failed: %s", exc.code)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def flush(self) -> None:
+        """Upload every changed user database and finish pending chat-log posts."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=10)
+        if self.backup is not None:
+            await self.backup.flush()
+
+    async def aclose(self) -> None:
+        """Stop every task, then the sync loop and the client (SRV-12 step 5)."""
+        self._closed = True
+        tasks = list(self._tasks)
+        if self._init_task is not None:
+            tasks.append(self._init_task)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.backup is not None:
+            await self.backup.aclose()
+        await self._discard_client()
+
+    # --- per user --------------------------------------------------------------------
+
+    async def restore(self, user_did: str, storage_key: str, dest: Path) -> bool:
+        """:class:`~oracle_server._persistence.UserRestorer`: restore from the backup."""
+        if self.backup is None:
+            raise StorageUnavailableError("the Matrix layer is still starting")
+        return await self.backup.restore(user_did, storage_key, dest)
+
+    def after_turn(
+        self,
+        *,
+        user_did: str,
+        session_id: str,
+        message: str,
+        reply: str | None,
+        home_server: str | None,
+        client: str = "portal",
+    ) -> None:
+        """Log the turn to the user's room (unless disabled) and schedule its backup.
+
+        Turns that came from Matrix are not logged: their messages are in the room.
+        """
+        if self.backup is not None:
+            self.backup.schedule(user_did)
+        chatlog = self.chatlog
+        if chatlog is None or self.settings.skip_logging_chat_history_to_matrix:
+            return
+        if client == "matrix":
+            return
+
+        async def log() -> None:
+            try:
+                await chatlog.log_turn(
+                    user_did=user_did,
+                    session_id=session_id,
+                    user_message=message,
+                    reply=reply,
+                    home_server=home_server,
+                )
+            except Exception as exc:
+                logger.warning(
+                    "matrix.chat_log_failed: %s", getattr(exc, "code", type(exc).__name__)
+                )
+
+        self._spawn(log())
+
+    async def ask_to_reauthorise(self, user_did: str) -> None:
+        """Post a re-authorisation request into the user's room (UCAN-32); the caller
+        throttles it. Nothing happens while Matrix is down or the user has no room."""
+        client, rooms = self.client, self.rooms
+        if client is None or rooms is None or self.state != "loaded":
+            return
+        try:
+            room_id = await rooms.find(user_did)
+            if room_id is None:
+                return
+            text = (
+                f"{self.oracle_name} can no longer act for you on other services: your "
+                "authorisation is missing or has expired. Please re-authorise this oracle "
+                "from your client."
+            )
+            await client.send(room_id, "m.room.message", message_content(text))
+        except MatrixError as exc:
+            logger.warning("matrix.reauth_prompt_failed: %s", exc.code)
+
+    def service(self) -> NioMatrixService:
+        """``RuntimeContext.matrix`` for plugins."""
+        return NioMatrixService(self)
+
+
+class _ScopedMatrix:
+    """The Matrix operations a plugin may run for one user: only in that user's rooms."""
+
+    def __init__(self, layer: MatrixLayer, user: UserInfo) -> None:
+        self._layer = layer
+        self._user = user
+
+    def _client(self) -> tuple[MatrixClient, UserRooms]:
+        client, rooms = self._layer.client, self._layer.rooms
+        if client is None or rooms is None or self._layer.state != "loaded":
+            raise ServiceUnavailableError(
+                "Matrix is not ready", hint="the Matrix layer is still starting or failed"
+            )
+        return client, rooms
+
+    async def _check(self, room_id: str) -> MatrixClient:
+        client, rooms = self._client()
+        if room_id == await rooms.find(self._user.did):
+            return client
+        member = self._user.matrix_user_id or matrix_user_id(self._user.did, client.server_name)
+        if member is not None and await client.is_member(room_id, member):
+            return client
+        raise PermissionError("matrix.room_forbidden: the user is not a member of that room")
+
+    async def post_to_room(self, room_id: str, content: Mapping[str, Any]) -> str:
+        client = await self._check(room_id)
+        return await client.send(room_id, "m.room.message", content)
+
+    async def get_room_state(self, room_id: str) -> list[dict[str, Any]]:
+        client = await self._check(room_id)
+        return await client.room_state(room_id)
+
+    async def get_event_by_id(self, room_id: str, event_id: str) -> dict[str, Any] | None:
+        client = await self._check(room_id)
+        return await client.get_event(room_id, event_id)
+
+    async def user_room_id(self) -> str | None:
+        _client, rooms = self._client()
+        return await rooms.find(self._user.did)
+
+    async def get_state_event(
+        self, room_id: str, event_type: str, state_key: str = ""
+    ) -> dict[str, Any] | None:
+        client = await self._check(room_id)
+        return await client.state_event(room_id, event_type, state_key)
+
+    async def set_state_event(
+        self, room_id: str, event_type: str, content: Mapping[str, Any], state_key: str = ""
+    ) -> str:
+        client = await self._check(room_id)
+        return await client.put_state(room_id, event_type, content, state_key)
+
+
+class NioMatrixService:
+    """``MatrixService`` over the oracle's client; each user reaches only their rooms."""
+
+    def __init__(self, layer: MatrixLayer) -> None:
+        self._layer = layer
+
+    def for_user(self, user: UserInfo) -> _ScopedMatrix:
+        """The accessor scoped to ``user``."""
+        return _ScopedMatrix(self._layer, user)

@@ -1,0 +1,425 @@
+"""Embedded mode: one SQLite database per user (SRV-55, SRV-58).
+
+``<SQLITE_DATABASE_PATH>/user_dbs/<user>/<storageKey>.db`` holds the user's session rows
+and LangGraph checkpoints, so one file is everything a user's conversations need: the
+unit the Matrix layer backs up and restores. Handles are opened on first use (restoring
+the file first when a restorer is set and the file is missing), shared while in use,
+closed least recently used beyond ``max_open``, and closed when idle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import functools
+import hashlib
+import logging
+import shutil
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from oracle_core import user_database_name
+from oracle_server._persistence.engine import (
+    SQLITE_BUSY_TIMEOUT_MS,
+    configure_sqlite,
+    create_tables,
+)
+from oracle_server._persistence.sessions import SessionRecord, SessionStore
+from oracle_server._persistence.tables import oracle_sessions
+
+if TYPE_CHECKING:
+    import aiosqlite
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+__all__ = [
+    "StorageUnavailableError",
+    "UserDatabase",
+    "UserDatabases",
+    "UserRestorer",
+    "UserSessions",
+    "checkpoint_storage_key",
+]
+
+logger = logging.getLogger("oracle.server.userdb")
+
+STORAGE_KEY_PREFIX = "py-checkpoint_"
+DEFAULT_MAX_OPEN = 256
+DEFAULT_IDLE_SECONDS = 3600.0
+
+
+def checkpoint_storage_key(user_did: str, oracle_did: str) -> str:
+    """The user's storage key (SRV-60): 17 hex chars of SHA-256 over the prefixed ids.
+
+    The ``py-`` prefix keeps this runtime's backups apart from the TypeScript runtime's,
+    whose files are not compatible.
+    """
+    digest = hashlib.sha256(f"{STORAGE_KEY_PREFIX}{user_did}_{oracle_did}".encode()).hexdigest()
+    return digest[:17]
+
+
+def _like_prefix(prefix: str) -> str:
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"{escaped}%"
+
+
+class StorageUnavailableError(RuntimeError):
+    """The user's database cannot be opened now (its backup is unreachable); retry later.
+
+    The server answers 503 ``Conversation storage temporarily unavailable``.
+    """
+
+
+class UserRestorer(Protocol):
+    """Brings a user's database back before first use on this node (Matrix backup)."""
+
+    async def restore(self, user_did: str, storage_key: str, dest: Path) -> bool:
+        """Write the user's backed-up database at ``dest``.
+
+        Returns ``False`` when there is no backup (a new user). Must never leave a
+        partial file at ``dest``; raises :class:`StorageUnavailableError` on a
+        transient failure, so that no empty database is created in its place.
+        """
+        ...
+
+
+@dataclass(eq=False)
+class UserDatabase:
+    """An open user database: the checkpoint saver and the session table."""
+
+    user_did: str
+    path: Path
+    saver: AsyncSqliteSaver
+    engine: AsyncEngine
+    sessions: SessionStore
+    refs: int = 0
+    last_used: float = 0.0
+
+    async def close(self) -> None:
+        """Close the saver's connection and the session engine."""
+        try:
+            await self.saver.conn.close()
+        finally:
+            await self.engine.dispose()
+
+
+class UserDatabases:
+    """Opens, shares and closes the per-user databases of embedded mode.
+
+    Usable as ``hooks.checkpointer_for_user`` (it is a :class:`CheckpointerFactory`);
+    :attr:`sessions` is the session store over every user's file.
+
+    Args:
+        base_path: ``SQLITE_DATABASE_PATH``; files go under its ``user_dbs`` directory.
+        oracle_did: ``ORACLE_DID``, part of each storage key.
+        max_open: Open handles kept at most; the least recently used idle one closes.
+        restorer: Restores a missing file before its first use (the Matrix backup).
+        clock: Monotonic seconds, for idleness.
+        session_clock: Unix seconds, for session timestamps.
+    """
+
+    def __init__(
+        self,
+        base_path: str | Path,
+        *,
+        oracle_did: str,
+        max_open: int = DEFAULT_MAX_OPEN,
+        restorer: UserRestorer | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        session_clock: Callable[[], float] = time.time,
+    ) -> None:
+        if max_open < 1:
+            raise ValueError("persistence.bad_max_open: MAX_OPEN_USER_DBS must be >= 1")
+        self.base_path = Path(base_path) / "user_dbs"
+        self.oracle_did = oracle_did
+        self.max_open = max_open
+        self.restorer = restorer
+        self._clock = clock
+        self._session_clock = session_clock
+        self._open: OrderedDict[str, UserDatabase] = OrderedDict()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._opening: set[asyncio.Future[UserDatabase]] = set()
+        self._closed = False
+        self.sessions = UserSessions(self)
+
+    # --- layout ----------------------------------------------------------------------
+
+    def storage_key(self, user_did: str) -> str:
+        """The user's storage key (SRV-60)."""
+        return checkpoint_storage_key(user_did, self.oracle_did)
+
+    def folder_for(self, user_did: str) -> Path:
+        """The user's folder: a readable, collision-free form of the DID."""
+        return self.base_path / user_database_name(user_did).removesuffix(".sqlite")
+
+    def path_for(self, user_did: str) -> Path:
+        """Where the user's database lives."""
+        return self.folder_for(user_did) / f"{self.storage_key(user_did)}.db"
+
+    def open_users(self) -> list[str]:
+        """DIDs of the users whose database is open, least recently used first."""
+        return list(self._open)
+
+    def is_in_use(self, user_did: str) -> bool:
+        """Whether a request or turn holds the user's database right now."""
+        handle = self._open.get(user_did)
+        return handle is not None and handle.refs > 0
+
+    def idle_for(self, user_did: str) -> float | None:
+        """Seconds since the user's database was last released; ``None`` when closed."""
+        handle = self._open.get(user_did)
+        if handle is None:
+            return None
+        return self._clock() - handle.last_used
+
+    # --- opening and sharing ---------------------------------------------------------
+
+    def _lock(self, user_did: str) -> asyncio.Lock:
+        return self._locks.setdefault(user_did, asyncio.Lock())
+
+    @contextlib.asynccontextmanager
+    async def use(self, user_did: str) -> AsyncIterator[UserDatabase]:
+        """Hold the user's database open for the block (reference counted)."""
+        handle = await self._acquire(user_did)
+        try:
+            yield handle
+        finally:
+            handle.refs -= 1
+            handle.last_used = self._clock()
+
+    async def _acquire(self, user_did: str) -> UserDatabase:
+        if self._closed:
+            raise RuntimeError("persistence.closed: the user databases are closed")
+        if not user_did:
+            raise ValueError("a user database needs the user's DID")
+        handle = self._open.get(user_did)
+        if handle is None:
+            async with self._lock(user_did):
+                handle = self._open.get(user_did)
+                if handle is None:
+                    # Shielded: a caller cancelled mid-open (an aborted turn) must not
+                    # leave a half-opened connection behind; the open completes and the
+                    # handle is adopted, to be reused or closed with the rest.
+                    opening = asyncio.ensure_future(self._open_handle(user_did))
+                    self._opening.add(opening)
+                    opening.add_done_callback(functools.partial(self._adopt, user_did))
+                    handle = await asyncio.shield(opening)
+                    self._open.setdefault(user_did, handle)
+        self._open.move_to_end(user_did)
+        handle.refs += 1
+        handle.last_used = self._clock()
+        await self._shrink()
+        return handle
+
+    def _adopt(self, user_did: str, opening: asyncio.Future[UserDatabase]) -> None:
+        self._opening.discard(opening)
+        if opening.cancelled() or opening.exception() is not None:
+            return
+        self._open.setdefault(user_did, opening.result())
+
+    async def _open_handle(self, user_did: str) -> UserDatabase:
+        path = self.path_for(user_did)
+        if not path.exists() and self.restorer is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            await self.restorer.restore(user_did, self.storage_key(user_did), path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        saver = await _open_saver(path)
+        # Two pooled connections (opened lazily): a client's next message looks its session
+        # up while the previous turn's bookkeeping still holds one, every turn. With one,
+        # that lookup opened an overflow connection (a thread, the file, the pragmas) and
+        # closed it again.
+        engine = create_async_engine(f"sqlite+aiosqlite:///{path}", pool_size=2, max_overflow=3)
+        configure_sqlite(engine)
+        try:
+            async with engine.begin() as conn:
+                await create_tables(conn, [oracle_sessions])
+        except BaseException:
+            await saver.conn.close()
+            await engine.dispose()
+            raise
+        return UserDatabase(
+            user_did=user_did,
+            path=path,
+            saver=saver,
+            engine=engine,
+            sessions=SessionStore(engine, clock=self._session_clock),
+        )
+
+    async def _shrink(self) -> None:
+        # Least recently used first; a handle in use is never closed under its holder.
+        while len(self._open) > self.max_open:
+            victim = next((did for did, h in self._open.items() if h.refs == 0), None)
+            if victim is None:
+                return
+            await self.close_user(victim)
+
+    async def close_user(
+        self, user_did: str, *, before_close: Callable[[Path], Awaitable[None]] | None = None
+    ) -> bool:
+        """Close the user's database if nobody holds it; ``False`` when it is in use.
+
+        Args:
+            user_did: Whose database.
+            before_close: Awaited with the file's path after the handle is closed and
+                before anyone can reopen it (an upload of the final state).
+        """
+        async with self._lock(user_did):
+            handle = self._open.get(user_did)
+            if handle is not None:
+                if handle.refs > 0:
+                    return False
+                del self._open[user_did]
+                await handle.close()
+            if before_close is not None:
+                await before_close(self.path_for(user_did))
+        return True
+
+    async def remove_user(
+        self, user_did: str, *, before_remove: Callable[[Path], Awaitable[None]] | None = None
+    ) -> bool:
+        """Close the user's database and delete their folder (SRV-62 idle cleanup).
+
+        ``before_remove`` (an upload) runs first; if it raises, nothing is deleted.
+        Returns ``False`` when the database is in use.
+        """
+        folder = self.folder_for(user_did)
+
+        async def _remove(path: Path) -> None:
+            if before_remove is not None and await asyncio.to_thread(path.exists):
+                await before_remove(path)
+            await asyncio.to_thread(shutil.rmtree, folder, True)
+
+        return await self.close_user(user_did, before_close=_remove)
+
+    def _exists(self, user_did: str) -> bool:
+        return user_did in self._open or self.path_for(user_did).exists()
+
+    # --- CheckpointerFactory ---------------------------------------------------------
+
+    async def __call__(self, user_did: str) -> BaseCheckpointSaver[Any]:
+        """The user's checkpoint saver, opening (or restoring) their file on first use."""
+        async with self.use(user_did) as handle:
+            return handle.saver
+
+    async def delete_threads(self, user_did: str, thread_ids: Sequence[str]) -> None:
+        """Delete these threads from the user's file; a user without a file has none."""
+        if not thread_ids or not self._exists(user_did):
+            return
+        async with self.use(user_did) as handle:
+            for thread_id in thread_ids:
+                await handle.saver.adelete_thread(thread_id)
+
+    async def delete_session_threads(self, user_did: str, session_id: str) -> list[str]:
+        """Delete the session's thread and its sub-agent threads ``"{session_id}_…"``."""
+        if not self._exists(user_did):
+            return []
+        query = (
+            "SELECT thread_id FROM checkpoints WHERE thread_id = ?"
+            " OR thread_id LIKE ? ESCAPE '\\'"
+            " UNION SELECT thread_id FROM writes WHERE thread_id = ?"
+            " OR thread_id LIKE ? ESCAPE '\\'"
+        )
+        pattern = _like_prefix(f"{session_id}_")
+        async with self.use(user_did) as handle:
+            saver = handle.saver
+            async with (
+                saver.lock,
+                saver.conn.execute(query, (session_id, pattern, session_id, pattern)) as cursor,
+            ):
+                thread_ids = sorted(str(row[0]) for row in await cursor.fetchall())
+            for thread_id in thread_ids:
+                await saver.adelete_thread(thread_id)
+        return thread_ids
+
+    async def aclose(self) -> None:
+        """Close every open database."""
+        self._closed = True
+        if self._opening:
+            await asyncio.gather(*self._opening, return_exceptions=True)
+        handles = list(self._open.values())
+        self._open.clear()
+        for handle in handles:
+            try:
+                await handle.close()
+            except Exception:
+                logger.exception("closing a user database failed")
+
+
+async def _open_saver(path: Path) -> AsyncSqliteSaver:
+    import aiosqlite
+
+    from oracle_core import CheckpointSerializer, MessageStoreSqliteSaver
+
+    conn: aiosqlite.Connection = await aiosqlite.connect(str(path))
+    try:
+        await conn.execute("PRAGMA journal_mode=WAL")
+        await conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        await conn.execute("PRAGMA synchronous=NORMAL")
+        saver = MessageStoreSqliteSaver(conn, serde=CheckpointSerializer())
+        await saver.setup()
+    except BaseException:
+        await conn.close()
+        raise
+    return saver
+
+
+class UserSessions:
+    """The session store of embedded mode: each call goes to the owner's own file.
+
+    Same methods as :class:`SessionStore`. Session ids are unique per user here (the
+    server generates UUIDs, so they are unique in practice across users too).
+    """
+
+    def __init__(self, databases: UserDatabases) -> None:
+        self._dbs = databases
+
+    async def create(self, record: SessionRecord) -> SessionRecord:
+        """Store a new session in the owner's file."""
+        async with self._dbs.use(record.user_did) as db:
+            return await db.sessions.create(record)
+
+    async def get(self, user_did: str, session_id: str) -> SessionRecord | None:
+        """The user's session, or ``None``."""
+        async with self._dbs.use(user_did) as db:
+            return await db.sessions.get(user_did, session_id)
+
+    async def list(
+        self, user_did: str, *, limit: int = 20, offset: int = 0, room_id: str | None = None
+    ) -> tuple[builtins.list[SessionRecord], int]:
+        """One page of the user's sessions, newest first, and their total."""
+        async with self._dbs.use(user_did) as db:
+            return await db.sessions.list(user_did, limit=limit, offset=offset, room_id=room_id)
+
+    async def touch(
+        self, user_did: str, session_id: str, when: datetime | None = None
+    ) -> SessionRecord | None:
+        """Move the session to the front of the list; the session as stored, or ``None``."""
+        async with self._dbs.use(user_did) as db:
+            return await db.sessions.touch(user_did, session_id, when)
+
+    async def set_title(self, user_did: str, session_id: str, title: str) -> None:
+        """Store a new title."""
+        async with self._dbs.use(user_did) as db:
+            await db.sessions.set_title(user_did, session_id, title)
+
+    async def set_matrix_thread(
+        self, user_did: str, session_id: str, *, room_id: str, thread_id: str
+    ) -> None:
+        """Remember where the session's chat log goes."""
+        async with self._dbs.use(user_did) as db:
+            await db.sessions.set_matrix_thread(
+                user_did, session_id, room_id=room_id, thread_id=thread_id
+            )
+
+    async def delete(self, user_did: str, session_id: str) -> bool:
+        """Delete the user's session."""
+        async with self._dbs.use(user_did) as db:
+            return await db.sessions.delete(user_did, session_id)

@@ -1,0 +1,592 @@
+"""The socket.io gateway (SRV-47 … 53): handshake, a room per session, events both ways.
+
+python-socketio's ASGI app wraps the Starlette app: ``/socket.io/`` goes to the gateway,
+everything else to Starlette, so socket traffic never enters the HTTP pipeline (SRV-39).
+
+- Handshake: ``query.sessionId`` and ``auth.invocation`` / ``auth.ucanDelegation``,
+  checked like the HTTP headers; the session must belong to the caller. The socket then
+  joins the room named after the session.
+- Server → client: plugin events (``rt_ctx.emit``) reach the session's room; the frontend
+  round trips (``call_browser_tool``, ``call_action``) wait for the client's answer.
+- Delivery is fire-and-forget: nothing is buffered for sockets that join later.
+- Several replicas (``SOCKETIO_MESSAGE_QUEUE``, SRV-54): rooms span the replicas through
+  python-socketio's ``AsyncRedisManager``, and a client result for a call that another
+  replica waits for is forwarded on the :class:`~oracle_server._replicas.redis.ControlBus`.
+  Without a queue nothing of this runs: rooms and results stay in this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+from urllib.parse import parse_qs
+
+import socketio  # type: ignore[import-untyped]
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from oracle_core import OracleEvent
+from oracle_server._auth.authenticator import AuthData, Authenticator
+from oracle_server._http.errors import HTTPError
+from oracle_server._http.sse import timestamp
+from oracle_server._persistence import Sessions
+from oracle_server._replicas.redis import ControlBus
+from oracle_server._settings import ServerSettings
+from oracle_server._socket.calls import (
+    CallKind,
+    FrontendToolError,
+    Outcome,
+    PendingCalls,
+    action_outcome,
+    browser_tool_outcome,
+)
+from oracle_server._turns.runner import EVENT_NAMES
+
+__all__ = [
+    "BARE_EVENTS",
+    "CLIENT_EVENTS",
+    "MAX_FRAME_BYTES",
+    "SERVER_EVENTS",
+    "SOCKETIO_CHANNEL",
+    "SOCKETIO_PATH",
+    "BoundSocket",
+    "FrontendToolError",
+    "SocketGateway",
+    "handshake_headers",
+    "socket_message",
+]
+
+logger = logging.getLogger("oracle.server.ws")
+
+SOCKETIO_PATH = "socket.io"
+SOCKETIO_CHANNEL = "oracle:socketio"
+"""The Redis channel of the rooms (python-socketio's default, ``socketio``, is not
+prefixed, and deployments may share a Redis)."""
+MAX_FRAME_BYTES = 1024 * 1024
+REFUSED = "unauthorized"
+SHUTTING_DOWN = "Server shutting down"
+# What `list-events` advertises, verbatim (SRV-49): the router event is listed as
+# `router_update` although it travels as `router.update`, the only name the SDK parses.
+CLIENT_EVENTS = ("ping", "status", "subscribe", "list-events", "tool_result", "action_call_result")
+SERVER_EVENTS = (
+    "connected",
+    "pong",
+    "status",
+    "subscribed",
+    "available-events",
+    "render_component",
+    "tool_call",
+    "action_call",
+    "browser_tool_call",
+    "router_update",
+    "message_cache_invalidation",
+)
+# Sent with the payload itself as the argument; every other event travels in the
+# `{eventName, payload}` envelope, the only form the SDK's catch-all handler reads (SRV-50).
+BARE_EVENTS = frozenset({"action_call", "browser_tool_call"})
+OUTCOMES: dict[str, Callable[[Mapping[str, Any]], Outcome]] = {
+    "browser_tool": browser_tool_outcome,
+    "action": action_outcome,
+}
+
+SessionIdleHandler = Callable[[str, str], Awaitable[None] | None]
+"""``(session_id, user_did)``, called when the last socket of a session disconnects."""
+
+
+@dataclass(frozen=True)
+class BoundSocket:
+    """A connected socket: the session it joined and who opened it."""
+
+    session_id: str
+    auth: AuthData
+
+    @property
+    def did(self) -> str:
+        """The authenticated DID."""
+        return self.auth.did
+
+
+def handshake_headers(auth: Any) -> dict[str, str]:
+    """The HTTP auth headers equivalent to a handshake's ``auth`` object (SRV-48).
+
+    ``auth.invocation`` becomes ``Authorization: Bearer …`` with ``X-Auth-Type: ucan``;
+    ``auth.ucanDelegation`` becomes ``x-ucan-delegation``.
+    """
+    fields: Mapping[str, Any] = auth if isinstance(auth, Mapping) else {}
+    headers: dict[str, str] = {}
+    invocation = fields.get("invocation")
+    if isinstance(invocation, str) and invocation.strip():
+        headers["authorization"] = f"Bearer {invocation.strip()}"
+        headers["x-auth-type"] = "ucan"
+    delegation = fields.get("ucanDelegation")
+    if isinstance(delegation, str) and delegation.strip():
+        headers["x-ucan-delegation"] = delegation.strip()
+    return headers
+
+
+def socket_message(event: OracleEvent) -> tuple[str, dict[str, Any]]:
+    """The socket.io event name and argument for a plugin event (SRV-50)."""
+    name = EVENT_NAMES.get(event.name, event.name)
+    payload = {"sessionId": event.session_id, "requestId": event.request_id, **event.payload}
+    if name in BARE_EVENTS:
+        return name, payload
+    return name, {"eventName": name, "payload": payload}
+
+
+def _query_value(environ: Mapping[str, Any], key: str) -> str:
+    values = parse_qs(str(environ.get("QUERY_STRING") or "")).get(key) or [""]
+    return values[0].strip()
+
+
+class SocketGateway:
+    """The socket.io server of the oracle.
+
+    Args:
+        settings: ``CORS_ORIGIN`` and ``FRONTEND_TOOL_TIMEOUT_MS``.
+        sessions: Where handshakes check that the session belongs to the caller.
+        authenticator: Validates the handshake's UCANs; until one is attached every
+            handshake is refused.
+        bus: The replicas' control bus (with ``SOCKETIO_MESSAGE_QUEUE``): client results
+            for calls this replica does not wait for are forwarded on it, and results
+            forwarded by other replicas settle the calls waiting here.
+
+    Attributes:
+        sio: The python-socketio ``AsyncServer``.
+    """
+
+    def __init__(
+        self,
+        settings: ServerSettings,
+        sessions: Sessions,
+        *,
+        authenticator: Authenticator | None = None,
+        bus: ControlBus | None = None,
+    ) -> None:
+        origins = settings.cors_origins()
+        any_origin = origins == ["*"]
+        self.settings = settings
+        self.sessions = sessions
+        self.authenticator = authenticator
+        self.bus = bus
+        queue = settings.socketio_message_queue
+        self._shared_rooms = bool(queue)
+        self.sio: Any = socketio.AsyncServer(
+            client_manager=(
+                socketio.AsyncRedisManager(queue, channel=SOCKETIO_CHANNEL) if queue else None
+            ),
+            async_mode="asgi",
+            cors_allowed_origins="*" if any_origin else origins,
+            cors_credentials=not any_origin,
+            max_http_buffer_size=MAX_FRAME_BYTES,
+            logger=False,
+            engineio_logger=False,
+        )
+        self._sockets: dict[str, BoundSocket] = {}
+        self._rooms: dict[str, set[str]] = {}
+        self._pending = PendingCalls()
+        self._idle_handlers: list[SessionIdleHandler] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        handlers: dict[str, Callable[..., Awaitable[None]]] = {
+            "connect": self._on_connect,
+            "disconnect": self._on_disconnect,
+            "ping": self._on_ping,
+            "status": self._on_status,
+            "subscribe": self._on_subscribe,
+            "list-events": self._on_list_events,
+            "tool_result": self._on_tool_result,
+            "action_call_result": self._on_action_call_result,
+        }
+        for name, handler in handlers.items():
+            self.sio.on(name, handler)
+        if bus is not None:
+            bus.handle_settle(self._settle_forwarded)
+
+    # -- wiring -----------------------------------------------------------------------
+
+    def asgi_app(self, other: ASGIApp) -> ASGIApp:
+        """``other`` with ``/socket.io/`` served by this gateway.
+
+        The gateway's own shutdown (pending calls failed, sockets closed) runs when the
+        ASGI lifespan shuts down, before ``other`` hears of it.
+        """
+        app = socketio.ASGIApp(self.sio, other_asgi_app=other, socketio_path=SOCKETIO_PATH)
+        return _ShutdownFirst(cast(ASGIApp, app), self.aclose)
+
+    def start_queue(self) -> None:
+        """Start listening to the rooms' message queue now (no-op without a queue).
+
+        python-socketio would start it with the first socket; a replica must hear the
+        room events of other replicas' turns from its first socket's first moment.
+        """
+        if self._shared_rooms and not self.sio.manager_initialized:
+            self.sio.manager_initialized = True
+            self.sio.manager.initialize()
+
+    async def close_queue(self) -> None:
+        """Stop the rooms' message-queue listener and close its Redis connections.
+
+        python-socketio's ``shutdown`` leaves them open. Call it after the turns drained,
+        so their last events still reach the sockets on other replicas.
+        """
+        if not self._shared_rooms:
+            return
+        manager = self.sio.manager
+        listener: asyncio.Task[Any] | None = getattr(manager, "thread", None)
+        if listener is not None:
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
+        for resource in (getattr(manager, "pubsub", None), getattr(manager, "redis", None)):
+            if resource is not None:
+                try:
+                    await resource.aclose()
+                except Exception as exc:
+                    logger.debug("socket.io queue close: %r", exc)
+        manager.connected = False
+
+    def on_session_idle(self, handler: SessionIdleHandler) -> None:
+        """Call ``handler(session_id, user_did)`` when a session's last socket leaves.
+
+        SRV-52's ``session.idle`` event: the runtime has no event bus for it yet, so
+        this is the hook to subscribe with.
+        """
+        self._idle_handlers.append(handler)
+
+    @property
+    def connection_count(self) -> int:
+        """Sockets connected to this replica."""
+        return len(self._sockets)
+
+    def sockets_of(self, session_id: str) -> int:
+        """How many sockets are in the room of ``session_id``."""
+        return len(self._rooms.get(session_id, ()))
+
+    def closing_after(
+        self, shutdown_trigger: Callable[[], Awaitable[Any]]
+    ) -> Callable[[], Awaitable[None]]:
+        """A Hypercorn ``shutdown_trigger`` that closes every socket once ``shutdown_trigger``
+        resolves, so open sockets do not hold the server for its whole graceful timeout
+        (SRV-12 step 1)."""
+
+        async def trigger() -> None:
+            await shutdown_trigger()
+            await self.aclose()
+
+        return trigger
+
+    async def aclose(self) -> None:
+        """Fail waiting frontend calls, close every socket and stop background tasks.
+
+        Idempotent: the serving shutdown and the ASGI lifespan both call it.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._pending.fail_all(SHUTTING_DOWN)
+        try:
+            # A client closes its connection once its last Socket.IO socket is
+            # disconnected by the server, so Hypercorn need not wait out its grace.
+            for sid in list(self._sockets):
+                await self.sio.disconnect(sid)
+            await self.sio.shutdown()
+        except Exception:
+            logger.exception("socket.io shutdown failed")
+
+    # -- server → client ------------------------------------------------------------
+
+    def broadcast(self, event: OracleEvent) -> None:
+        """Deliver a plugin event to the sockets of its session (``ServerEventSink``).
+
+        Never blocks: the emit runs as a task on the serving loop. With a message queue
+        every event is published, since sockets of the session may be on other replicas.
+        """
+        if not event.session_id:
+            return
+        if not self._shared_rooms and event.session_id not in self._rooms:
+            return
+        name, data = socket_message(event)
+        self._spawn(self.sio.emit(name, data, room=event.session_id))
+
+    async def call_browser_tool(
+        self,
+        session_id: str,
+        tool_name: str,
+        args: Mapping[str, Any],
+        *,
+        tool_call_id: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> Any:
+        """Run a browser tool in the client of ``session_id`` and return its ``result``.
+
+        Emits ``browser_tool_call {sessionId, requestId, toolCallId, toolName, args}`` to
+        the session's room and waits for the ``tool_result`` with the same ``toolCallId``.
+
+        Args:
+            session_id: The session whose client runs the tool.
+            tool_name: The browser tool.
+            args: Its arguments.
+            tool_call_id: The model's tool-call id; a UUID when omitted.
+            timeout_ms: Defaults to ``FRONTEND_TOOL_TIMEOUT_MS``.
+
+        Raises:
+            FrontendToolError: the client answered with ``error`` (its text), or no
+                answer came in time (``Browser tool timeout after <ms>ms: <toolName>``).
+        """
+        call_id = tool_call_id or str(uuid.uuid4())
+        limit = timeout_ms or self.settings.frontend_tool_timeout_ms
+        payload = {
+            "sessionId": session_id,
+            "requestId": call_id,
+            "toolCallId": call_id,
+            "toolName": tool_name,
+            "args": dict(args),
+        }
+        timeout_text = f"Browser tool timeout after {limit}ms: {tool_name}"
+        return await self._round_trip(
+            "browser_tool", "browser_tool_call", payload, limit, timeout_text
+        )
+
+    async def call_action(
+        self,
+        session_id: str,
+        tool_name: str,
+        args: Mapping[str, Any],
+        *,
+        tool_call_id: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> Any:
+        """Run an AG-UI action in the client of ``session_id`` and return its ``result``.
+
+        Emits ``action_call {sessionId, requestId, toolCallId, toolName, args, status:
+        "isRunning"}`` and waits for the matching ``action_call_result``.
+
+        Raises:
+            FrontendToolError: ``error`` or ``result.success === false`` (``result.error``,
+                else the error text, else ``Action failed``), or no answer in time
+                (``AG-UI action timeout after <ms>ms: <toolName>``).
+        """
+        call_id = tool_call_id or str(uuid.uuid4())
+        limit = timeout_ms or self.settings.frontend_tool_timeout_ms
+        payload = {
+            "sessionId": session_id,
+            "requestId": call_id,
+            "toolCallId": call_id,
+            "toolName": tool_name,
+            "args": dict(args),
+            "status": "isRunning",
+        }
+        timeout_text = f"AG-UI action timeout after {limit}ms: {tool_name}"
+        return await self._round_trip("action", "action_call", payload, limit, timeout_text)
+
+    async def _round_trip(
+        self, kind: CallKind, event: str, payload: dict[str, Any], limit_ms: int, timeout_text: str
+    ) -> Any:
+        call_id = str(payload["toolCallId"])
+        session_id = str(payload["sessionId"])
+        if self._closed:
+            raise FrontendToolError(SHUTTING_DOWN)
+        future = self._pending.open(call_id, session_id, kind)
+        try:
+            await self.sio.emit(event, payload, room=session_id)
+            return await asyncio.wait_for(future, limit_ms / 1000)
+        except TimeoutError:
+            raise FrontendToolError(timeout_text) from None
+        finally:
+            self._pending.close(call_id)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # a sync tool handler running in a worker thread
+            running = None
+        if running is not None and (self._loop is None or running is self._loop):
+            task = running.create_task(coro)
+            self._tasks.add(task)
+            task.add_done_callback(self._task_done)
+        elif self._loop is not None and not self._loop.is_closed():
+            asyncio.run_coroutine_threadsafe(coro, self._loop)
+        else:
+            coro.close()
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("socket emit failed: %r", task.exception())
+
+    # -- handshake ------------------------------------------------------------------
+
+    async def _admit(self, environ: Mapping[str, Any], auth: Any) -> BoundSocket | None:
+        if self._closed:
+            logger.debug("socket refused: the server is shutting down")
+            return None
+        session_id = _query_value(environ, "sessionId")
+        if not session_id:
+            logger.debug("socket refused: no sessionId in the handshake query")
+            return None
+        if self.authenticator is None:
+            logger.error("socket refused: the gateway has no authenticator attached")
+            return None
+        try:
+            auth_data = await self.authenticator.authenticate(handshake_headers(auth))
+        except HTTPError as exc:
+            logger.debug("socket refused for session %s: %s", session_id, exc)
+            return None
+        except Exception:
+            logger.exception("socket refused for session %s: authentication failed", session_id)
+            return None
+        try:
+            record = await self.sessions.get(auth_data.did, session_id)
+        except Exception:
+            logger.exception("socket refused for session %s: session lookup failed", session_id)
+            return None
+        if record is None:
+            logger.debug("socket refused: session %s is not the caller's", session_id)
+            return None
+        claimed = _query_value(environ, "userDid")
+        if claimed and claimed != auth_data.did:
+            # `userDid` is informational (SRV-48); the UCAN decides who connects.
+            logger.debug("socket for session %s claims another userDid", session_id)
+        return BoundSocket(session_id, auth_data)
+
+    async def _on_connect(self, sid: str, environ: Mapping[str, Any], auth: Any = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        bound = await self._admit(environ, auth)
+        if bound is None:
+            raise socketio.exceptions.ConnectionRefusedError(REFUSED)
+        self._sockets[sid] = bound
+        self._rooms.setdefault(bound.session_id, set()).add(sid)
+        await self.sio.enter_room(sid, bound.session_id)
+        connected = {
+            "message": "Connected successfully",
+            "sessionId": bound.session_id,
+            "timestamp": timestamp(),
+        }
+        # python-socketio acknowledges the handshake after this handler returns; emitting
+        # from a task sends `connected` after that acknowledgement, never before it.
+        self._spawn(self.sio.emit("connected", connected, to=sid, ignore_queue=True))
+
+    async def _on_disconnect(self, sid: str, reason: Any = None) -> None:
+        bound = self._sockets.pop(sid, None)
+        if bound is None:
+            return
+        room = self._rooms.get(bound.session_id)
+        if room is not None:
+            room.discard(sid)
+            if room:
+                return
+            del self._rooms[bound.session_id]
+        logger.debug("session %s is idle: its last socket disconnected", bound.session_id)
+        for handler in list(self._idle_handlers):
+            try:
+                result = handler(bound.session_id, bound.did)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                logger.exception("session idle handler failed")
+
+    # -- client → server ------------------------------------------------------------
+
+    async def _reply(self, sid: str, event: str, fields: Mapping[str, Any]) -> None:
+        bound = self._sockets.get(sid)
+        if bound is None:
+            return
+        # The socket is on this replica: no need to go through the message queue.
+        await self.sio.emit(
+            event,
+            {**fields, "sessionId": bound.session_id, "timestamp": timestamp()},
+            to=sid,
+            ignore_queue=True,
+        )
+
+    async def _on_ping(self, sid: str, data: Any = None) -> None:
+        await self._reply(sid, "pong", {})
+
+    async def _on_status(self, sid: str, data: Any = None) -> None:
+        await self._reply(
+            sid,
+            "status",
+            {
+                "connected": True,
+                "activeSessions": len(self._rooms),
+                "totalConnections": len(self._sockets),
+            },
+        )
+
+    async def _on_subscribe(self, sid: str, data: Any = None) -> None:
+        # The handshake already put the socket in its session's room; a socket never
+        # joins another session's room.
+        await self._reply(sid, "subscribed", {})
+
+    async def _on_list_events(self, sid: str, data: Any = None) -> None:
+        await self._reply(
+            sid,
+            "available-events",
+            {"clientEvents": list(CLIENT_EVENTS), "serverEvents": list(SERVER_EVENTS)},
+        )
+
+    async def _on_tool_result(self, sid: str, data: Any = None) -> None:
+        self._settle(sid, data, "browser_tool", browser_tool_outcome)
+
+    async def _on_action_call_result(self, sid: str, data: Any = None) -> None:
+        self._settle(sid, data, "action", action_outcome)
+
+    def _settle(
+        self,
+        sid: str,
+        data: Any,
+        kind: CallKind,
+        outcome: Callable[[Mapping[str, Any]], Outcome],
+    ) -> None:
+        bound = self._sockets.get(sid)
+        call_id = data.get("toolCallId") if isinstance(data, Mapping) else None
+        if bound is None or not isinstance(call_id, str):
+            return
+        assert isinstance(data, Mapping)
+        settled = self._pending.settle(
+            call_id, session_id=bound.session_id, kind=kind, outcome=outcome(data)
+        )
+        if settled:
+            return
+        if self.bus is not None:
+            # The turn waiting for it may run on another replica (SRV-54).
+            self._spawn(self.bus.publish_settle(kind, bound.session_id, call_id, data))
+        else:
+            logger.debug("dropped a %s result for call %s", kind, call_id)
+
+    def _settle_forwarded(
+        self, kind: str, session_id: str, call_id: str, data: Mapping[str, Any]
+    ) -> bool:
+        """Settle a call waiting here with a result that a socket on another replica got."""
+        outcome = OUTCOMES.get(kind)
+        if outcome is None:
+            return False
+        return self._pending.settle(
+            call_id, session_id=session_id, kind=cast(CallKind, kind), outcome=outcome(data)
+        )
+
+
+class _ShutdownFirst:
+    """Pure ASGI wrapper: runs ``on_shutdown`` when the lifespan shuts down, then passes
+    the shutdown on to the wrapped app (and every other message and scope unchanged)."""
+
+    def __init__(self, app: ASGIApp, on_shutdown: Callable[[], Awaitable[None]]) -> None:
+        self.app = app
+        self.on_shutdown = on_shutdown
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def receive_with_shutdown() -> Message:
+            message = await receive()
+            if message.get("type") == "lifespan.shutdown":
+                await self.on_shutdown()
+            return message
+
+        await self.app(scope, receive_with_shutdown, send)

@@ -1,0 +1,198 @@
+"""Oracle nodes against a real homeserver: account provisioning, environment, users.
+
+For tests of the Matrix layer (and of oracles that use it): provision the oracle's
+account room with its signing mnemonic as the provisioning CLI does, build the
+environment of a node whose local data lives in one directory (wipe it to get a fresh
+node), serve it until ready, and log in as a ``did:ixo`` user's own Matrix account.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import nio
+
+from oracle_core import OraclePlugin
+from oracle_server import OracleApp, create_oracle_app
+from oracle_server._matrix.values import MNEMONIC_STATE_KEY, SECURE_STATE_TYPE, encrypt_value
+from oracle_server.testing._blocksync import BlocksyncDouble
+from oracle_server.testing._openai_double import OpenAIDouble
+from oracle_server.testing._server import serving
+from oracle_server.testing._synapse import RegisteredUser, Synapse
+from oracle_ucan import Ed25519Signer, invoke
+
+__all__ = [
+    "ENTITY_DID",
+    "ORACLE_DID",
+    "PIN",
+    "OracleAccount",
+    "eventually",
+    "matrix_user",
+    "node_env",
+    "oracle_node",
+    "provision_oracle",
+    "random_mnemonic",
+    "user_headers",
+    "wait_ready",
+]
+
+PIN = "4321"
+ORACLE_DID = "did:ixo:ixo1matrixoracle"
+ENTITY_DID = "did:ixo:entity:matrixtests"
+
+
+@dataclass(frozen=True)
+class OracleAccount:
+    """The oracle's Matrix account and its account room with the signing mnemonic."""
+
+    bot: RegisteredUser
+    account_room_id: str
+    mnemonic: str
+
+
+def random_mnemonic(words: int = 12) -> str:
+    """A fresh mnemonic-shaped secret: ``words`` random lowercase words of 6 to 9 letters
+    (long enough that finding one in a log is no accident)."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return " ".join(
+        "".join(secrets.choice(letters) for _ in range(secrets.choice(range(6, 10))))
+        for _ in range(words)
+    )
+
+
+async def provision_oracle(synapse: Synapse, bot: RegisteredUser) -> OracleAccount:
+    """Create the account room and store the encrypted signing mnemonic in it (SRV-65),
+    as the provisioning CLI does."""
+    mnemonic = random_mnemonic()
+    headers = {"Authorization": f"Bearer {bot.access_token}"}
+    async with httpx.AsyncClient(base_url=synapse.base_url, headers=headers) as http:
+        created = await http.post(
+            "/_matrix/client/v3/createRoom", json={"preset": "private_chat", "name": "Account"}
+        )
+        created.raise_for_status()
+        room_id = str(created.json()["room_id"])
+        stored = await http.put(
+            f"/_matrix/client/v3/rooms/{room_id}/state/{SECURE_STATE_TYPE}/{MNEMONIC_STATE_KEY}",
+            json={"encrypted_mnemonic": encrypt_value(mnemonic, PIN)},
+        )
+        stored.raise_for_status()
+    return OracleAccount(bot, room_id, mnemonic)
+
+
+def node_env(
+    synapse: Synapse,
+    account: OracleAccount,
+    data_dir: Path,
+    *,
+    llm: OpenAIDouble,
+    blocksync: BlocksyncDouble,
+    **extra: str,
+) -> dict[str, str]:
+    """The environment of one oracle node; its local data lives under ``data_dir``."""
+    return {
+        "ORACLE_BACKEND": "ixo",
+        "ORACLE_NAME": "Matrix Test Oracle",
+        "NETWORK": "devnet",
+        "ORACLE_DID": ORACLE_DID,
+        "ORACLE_ENTITY_DID": ENTITY_DID,
+        "BLOCKSYNC_GRAPHQL_URL": blocksync.graphql_url,
+        "SECP_MNEMONIC": "not used by these tests",
+        "RPC_URL": "http://127.0.0.1:9",
+        "SQLITE_DATABASE_PATH": str(data_dir / "sqlite"),
+        "MATRIX_STORE_PATH": str(data_dir / "matrix-storage"),
+        "MATRIX_BASE_URL": synapse.base_url,
+        "MATRIX_ORACLE_ADMIN_USER_ID": account.bot.user_id,
+        "MATRIX_ORACLE_ADMIN_PASSWORD": account.bot.password,
+        "MATRIX_ORACLE_ADMIN_ACCESS_TOKEN": account.bot.access_token,
+        "MATRIX_ACCOUNT_ROOM_ID": account.account_room_id,
+        "MATRIX_VALUE_PIN": PIN,
+        "MATRIX_RECOVERY_PHRASE": "not used by these tests",
+        "MATRIX_BACKUP_DEBOUNCE_SECONDS": "0.2",
+        "THROTTLE_LIMIT": "1000",
+        **llm.env(),
+        **extra,
+    }
+
+
+async def wait_ready(base_url: str, timeout: float = 60.0) -> dict[str, Any]:  # noqa: ASYNC109
+    """Poll ``/ready`` until it answers 200; its body."""
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        while True:
+            answer = await http.get("/ready")
+            if answer.status_code == 200:
+                body: dict[str, Any] = answer.json()
+                return body
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the oracle never got ready: {answer.json()}")
+            await asyncio.sleep(0.1)
+
+
+@asynccontextmanager
+async def oracle_node(
+    env: dict[str, str], plugins: list[OraclePlugin] | None = None
+) -> AsyncIterator[tuple[OracleApp, str]]:
+    """A served node, ready (Matrix loaded and the signing key read)."""
+    app = await create_oracle_app(
+        {"name": "Matrix Test Oracle"},
+        plugins=plugins or [],
+        env=env,
+        discover_entry_points=False,
+        skip_graceful_shutdown=True,
+    )
+    async with serving(app) as base_url:
+        await wait_ready(base_url)
+        yield app, base_url
+
+
+def user_headers(user: Ed25519Signer) -> dict[str, str]:
+    """Auth headers of a ``did:ixo`` user for this oracle."""
+    token = invoke(
+        user,
+        audience=ORACLE_DID,
+        capability={"with": user.did(), "can": "*"},
+        expiration=int(time.time()) + 600,
+    ).to_base64()
+    return {"Authorization": f"Bearer {token}", "X-Auth-Type": "ucan"}
+
+
+async def eventually(check: Any, timeout: float = 30.0, interval: float = 0.1) -> Any:  # noqa: ASYNC109
+    """Await ``check()`` until it returns something truthy; that value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"condition not met in {timeout} s")
+        await asyncio.sleep(interval)
+
+
+@asynccontextmanager
+async def matrix_user(synapse: Synapse, did: str, store: Path) -> AsyncIterator[nio.AsyncClient]:
+    """The user's own Matrix account (``@did-ixo-…``), logged in with E2EE keys uploaded."""
+    localpart = did.replace(":", "-")
+    registered = synapse.register(localpart, f"{localpart}-pw")
+    await asyncio.to_thread(store.mkdir, parents=True, exist_ok=True)
+    client = nio.AsyncClient(
+        synapse.base_url,
+        registered.user_id,
+        store_path=str(store),
+        config=nio.AsyncClientConfig(encryption_enabled=True, store_sync_tokens=False),
+    )
+    try:
+        login = await client.login(registered.password, device_name="user-device")
+        assert isinstance(login, nio.LoginResponse), login
+        if client.should_upload_keys:
+            await client.keys_upload()
+        yield client
+    finally:
+        await client.close()

@@ -1,0 +1,123 @@
+"""The gateway's pure parts: event shapes, handshake headers, client answers, waiting calls."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from oracle_core import OracleEvent
+from oracle_server._socket.calls import (
+    FrontendToolError,
+    Outcome,
+    PendingCalls,
+    action_outcome,
+    browser_tool_outcome,
+)
+from oracle_server._socket.gateway import handshake_headers, socket_message
+
+
+def _event(name: str, **payload: Any) -> OracleEvent:
+    return OracleEvent(name=name, payload=payload, session_id="s1", request_id="r1")
+
+
+@pytest.mark.parametrize(
+    ("name", "wire_name"),
+    [
+        ("tool_call", "tool_call"),
+        ("render_component", "render_component"),
+        ("reasoning", "reasoning"),
+        ("router", "router.update"),
+        ("message_cache_invalidation", "message_cache_invalidation"),
+        ("custom.thing", "custom.thing"),
+    ],
+)
+def test_events_other_than_calls_travel_in_the_envelope(name: str, wire_name: str) -> None:
+    assert socket_message(_event(name, step="x")) == (
+        wire_name,
+        {"eventName": wire_name, "payload": {"sessionId": "s1", "requestId": "r1", "step": "x"}},
+    )
+
+
+@pytest.mark.parametrize("name", ["action_call", "browser_tool_call"])
+def test_calls_travel_bare_and_their_payload_wins(name: str) -> None:
+    event = _event(name, toolCallId="t1", requestId="t1", toolName="n")
+
+    assert socket_message(event) == (
+        name,
+        {"sessionId": "s1", "requestId": "t1", "toolCallId": "t1", "toolName": "n"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("auth", "headers"),
+    [
+        (None, {}),
+        ("a string", {}),
+        ({"invocation": "  ", "ucanDelegation": 7}, {}),
+        ({"invocation": " inv "}, {"authorization": "Bearer inv", "x-auth-type": "ucan"}),
+        ({"ucanDelegation": "del"}, {"x-ucan-delegation": "del"}),
+        (
+            {"invocation": "inv", "ucanDelegation": "del"},
+            {"authorization": "Bearer inv", "x-auth-type": "ucan", "x-ucan-delegation": "del"},
+        ),
+    ],
+)
+def test_handshake_auth_maps_to_the_http_headers(auth: Any, headers: dict[str, str]) -> None:
+    assert handshake_headers(auth) == headers
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome"),
+    [
+        ({"toolCallId": "t", "result": "x"}, Outcome(value="x")),
+        ({"toolCallId": "t"}, Outcome(value=None)),
+        ({"toolCallId": "t", "result": "x", "error": ""}, Outcome(value="x")),
+        ({"toolCallId": "t", "result": "x", "error": "bad"}, Outcome(error="bad")),
+        ({"toolCallId": "t", "error": {"message": "boom"}}, Outcome(error="boom")),
+        ({"toolCallId": "t", "error": {"code": 3}}, Outcome(error='{"code": 3}')),
+    ],
+)
+def test_browser_tool_answers(answer: dict[str, Any], outcome: Outcome) -> None:
+    assert browser_tool_outcome(answer) == outcome
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome"),
+    [
+        ({"result": {"success": True}}, Outcome(value={"success": True})),
+        ({"result": "done"}, Outcome(value="done")),
+        ({"result": {"success": False, "error": "locked"}}, Outcome(error="locked")),
+        ({"result": {"success": False}, "error": "crashed"}, Outcome(error="crashed")),
+        ({"result": {"success": False}}, Outcome(error="Action failed")),
+        ({"result": None, "error": "crashed"}, Outcome(error="crashed")),
+    ],
+)
+def test_action_answers(answer: dict[str, Any], outcome: Outcome) -> None:
+    assert action_outcome(answer) == outcome
+
+
+async def test_a_call_id_waits_once_at_a_time() -> None:
+    pending = PendingCalls()
+    future = pending.open("t1", "s1", "browser_tool")
+
+    with pytest.raises(FrontendToolError, match=r"^ws\.duplicate_call: "):
+        pending.open("t1", "s1", "browser_tool")
+    pending.close("t1")
+
+    assert future.cancelled()
+    assert "t1" not in pending
+    assert len(pending) == 0
+
+
+async def test_only_the_matching_session_and_kind_settle_a_call() -> None:
+    pending = PendingCalls()
+    future = pending.open("t1", "s1", "action")
+
+    assert not pending.settle("t1", session_id="s2", kind="action", outcome=Outcome(value=1))
+    assert not pending.settle("t1", session_id="s1", kind="browser_tool", outcome=Outcome())
+    assert not pending.settle("t2", session_id="s1", kind="action", outcome=Outcome())
+    assert pending.settle("t1", session_id="s1", kind="action", outcome=Outcome(value=2))
+    assert not pending.settle("t1", session_id="s1", kind="action", outcome=Outcome(value=3))
+    assert await asyncio.wait_for(future, 1) == 2

@@ -1,0 +1,309 @@
+"""Browser-tool and AG-UI round trips through the gateway (SRV-51, 53).
+
+The gateway's own API (``call_browser_tool`` / ``call_action``) against a raw Socket.IO
+client, then whole turns where the model calls the client's tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from oracle_server._socket.gateway import FrontendToolError
+from oracle_server.testing import ToolCalls
+
+# Fixture types live in conftest.py, which test modules cannot import (importlib mode).
+RunningOracle = Any
+StartOracle = Any
+
+PAGE_TITLE_TOOL = {
+    "name": "get_page_title",
+    "description": "The title of the page the user is looking at.",
+    "schema": {"type": "object", "properties": {}},
+}
+
+
+async def _connected(oracle: RunningOracle) -> tuple[Any, str, Any]:
+    user = oracle.new_user()
+    session_id = await oracle.create_session(user)
+    client = await oracle.connect(user, session_id)
+    await client.wait_for("connected")
+    return user, session_id, client
+
+
+async def test_browser_tool_result_returns_to_the_caller(oracle: RunningOracle) -> None:
+    _, session_id, client = await _connected(oracle)
+
+    call = asyncio.create_task(
+        oracle.gateway.call_browser_tool(
+            session_id, "get_page_title", {"frame": 1}, tool_call_id="tc-1"
+        )
+    )
+    [request] = await client.wait_for("browser_tool_call")
+    await client.emit("tool_result", {"toolCallId": "tc-1", "result": {"title": "My Page"}})
+
+    assert await call == {"title": "My Page"}
+    assert request == {
+        "sessionId": session_id,
+        "requestId": "tc-1",
+        "toolCallId": "tc-1",
+        "toolName": "get_page_title",
+        "args": {"frame": 1},
+    }
+
+
+async def test_browser_tool_error_fails_the_call_with_its_text(oracle: RunningOracle) -> None:
+    _, session_id, client = await _connected(oracle)
+
+    call = asyncio.create_task(
+        oracle.gateway.call_browser_tool(session_id, "click", {"selector": "#go"})
+    )
+    [request] = await client.wait_for("browser_tool_call")
+    await client.emit(
+        "tool_result", {"toolCallId": request["toolCallId"], "error": "Element not found"}
+    )
+
+    with pytest.raises(FrontendToolError, match=r"^Element not found$"):
+        await call
+    assert request["requestId"] == request["toolCallId"]
+
+
+async def test_browser_tool_timeout_names_the_limit_and_the_tool(
+    start_oracle: StartOracle,
+) -> None:
+    oracle = await start_oracle(env={"FRONTEND_TOOL_TIMEOUT_MS": "150"})
+    _, session_id, client = await _connected(oracle)
+
+    with pytest.raises(FrontendToolError) as by_setting:
+        await oracle.gateway.call_browser_tool(session_id, "get_page_title", {})
+    with pytest.raises(FrontendToolError) as by_argument:
+        await oracle.gateway.call_browser_tool(session_id, "scroll", {}, timeout_ms=50)
+
+    assert str(by_setting.value) == "Browser tool timeout after 150ms: get_page_title"
+    assert str(by_argument.value) == "Browser tool timeout after 50ms: scroll"
+    assert len(client.records.named("browser_tool_call")) == 2
+
+
+async def test_results_from_another_sessions_socket_are_dropped(oracle: RunningOracle) -> None:
+    user, session_id, client = await _connected(oracle)
+    other_session = await oracle.create_session(user)
+    intruder = await oracle.connect(user, other_session)
+    await intruder.wait_for("connected")
+
+    call = asyncio.create_task(
+        oracle.gateway.call_browser_tool(session_id, "get_page_title", {}, tool_call_id="tc-2")
+    )
+    await client.wait_for("browser_tool_call")
+    await intruder.emit("tool_result", {"toolCallId": "tc-2", "result": "forged"})
+    await intruder.emit("ping")
+    await intruder.wait_for("pong")
+    await asyncio.sleep(0.05)
+
+    assert not call.done()
+    assert intruder.records.named("browser_tool_call") == []
+    await client.emit("tool_result", {"toolCallId": "tc-2", "result": "My Page"})
+    assert await call == "My Page"
+
+
+async def test_unknown_settled_and_mismatched_results_are_ignored(
+    oracle: RunningOracle,
+) -> None:
+    _, session_id, client = await _connected(oracle)
+
+    await client.emit("tool_result", {"toolCallId": "nobody-waits", "result": 1})
+    await client.emit("tool_result", {"result": "no id"})
+    await client.emit("tool_result", "not an object")
+    first = asyncio.create_task(
+        oracle.gateway.call_browser_tool(session_id, "get_page_title", {}, tool_call_id="tc-3")
+    )
+    await client.wait_for("browser_tool_call")
+    # An action result never settles a browser tool call.
+    await client.emit("action_call_result", {"toolCallId": "tc-3", "result": "wrong kind"})
+    await client.emit("tool_result", {"toolCallId": "tc-3", "result": "first"})
+    assert await first == "first"
+    await client.emit("tool_result", {"toolCallId": "tc-3", "result": "again"})
+
+    second = asyncio.create_task(
+        oracle.gateway.call_browser_tool(session_id, "get_page_title", {}, tool_call_id="tc-4")
+    )
+    await client.wait_for("browser_tool_call", count=2)
+    await client.emit("tool_result", {"toolCallId": "tc-4", "result": "second"})
+    assert await second == "second"
+    assert not client.closed.is_set()
+
+
+async def test_action_result_returns_to_the_caller(oracle: RunningOracle) -> None:
+    _, session_id, client = await _connected(oracle)
+
+    call = asyncio.create_task(
+        oracle.gateway.call_action(
+            session_id, "open_panel", {"panel": "settings"}, tool_call_id="ac-1"
+        )
+    )
+    [request] = await client.wait_for("action_call")
+    await client.emit(
+        "action_call_result",
+        {"sessionId": session_id, "toolCallId": "ac-1", "result": {"success": True, "n": 2}},
+    )
+
+    assert await call == {"success": True, "n": 2}
+    assert request == {
+        "sessionId": session_id,
+        "requestId": "ac-1",
+        "toolCallId": "ac-1",
+        "toolName": "open_panel",
+        "args": {"panel": "settings"},
+        "status": "isRunning",
+    }
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        ({"result": {"success": False, "error": "Panel is locked"}}, "Panel is locked"),
+        ({"result": {"success": False}}, "Action failed"),
+        ({"result": None, "error": "Handler crashed"}, "Handler crashed"),
+        (
+            {"result": {"success": False, "error": "Unknown action"}, "error": "Unknown action"},
+            "Unknown action",
+        ),
+    ],
+    ids=["result error", "no reason", "error field", "sdk unknown action"],
+)
+async def test_failed_actions_fail_the_call(
+    oracle: RunningOracle, answer: dict[str, Any], message: str
+) -> None:
+    _, session_id, client = await _connected(oracle)
+
+    call = asyncio.create_task(oracle.gateway.call_action(session_id, "open_panel", {}))
+    [request] = await client.wait_for("action_call")
+    await client.emit(
+        "action_call_result",
+        {"sessionId": session_id, "toolCallId": request["toolCallId"], **answer},
+    )
+
+    with pytest.raises(FrontendToolError) as failed:
+        await call
+    assert str(failed.value) == message
+
+
+async def test_action_timeout_names_the_limit_and_the_action(oracle: RunningOracle) -> None:
+    _, session_id, _client = await _connected(oracle)
+
+    with pytest.raises(FrontendToolError) as timed_out:
+        await oracle.gateway.call_action(session_id, "open_panel", {}, timeout_ms=60)
+
+    assert str(timed_out.value) == "AG-UI action timeout after 60ms: open_panel"
+
+
+async def test_shutdown_fails_waiting_calls_and_closes_sockets(oracle: RunningOracle) -> None:
+    _, session_id, client = await _connected(oracle)
+    call = asyncio.create_task(oracle.gateway.call_browser_tool(session_id, "slow", {}))
+    await client.wait_for("browser_tool_call")
+
+    seconds = await oracle.shutdown()
+
+    with pytest.raises(FrontendToolError, match=r"^Server shutting down$"):
+        await call
+    with pytest.raises(FrontendToolError, match=r"^Server shutting down$"):
+        await oracle.gateway.call_action(session_id, "late", {})
+    assert client.closed.is_set()
+    assert seconds < 3
+
+
+# -- whole turns --------------------------------------------------------------------
+
+
+async def test_a_turn_calls_the_clients_browser_tool(start_oracle: StartOracle) -> None:
+    oracle = await start_oracle([ToolCalls([("get_page_title", {})]), "done"])
+    user, session_id, client = await _connected(oracle)
+
+    async def answer() -> None:
+        [request] = await client.wait_for("browser_tool_call")
+        await client.emit("tool_result", {"toolCallId": request["toolCallId"], "result": "Docs"})
+
+    answering = asyncio.create_task(answer())
+    response = await oracle.send_message(
+        user, session_id, "What page is this?", tools=[PAGE_TITLE_TOOL]
+    )
+    await answering
+
+    assert response.status_code == 200, response.text
+    assert response.json()["message"]["content"] == "done"
+    first = oracle.double.requests[0]
+    [offered] = [t for t in first.tools if t["function"]["name"] == "get_page_title"]
+    assert offered["function"]["parameters"] == {"type": "object", "properties": {}}
+    assert offered["function"]["description"].endswith(PAGE_TITLE_TOOL["description"])
+    assert oracle.second_request_tool_message() == "Docs"
+    [request] = client.records.named("browser_tool_call")
+    assert request["toolCallId"] == "call_1"  # the model's tool-call id
+
+
+async def test_a_browser_tool_timeout_becomes_the_tool_message_and_the_turn_finishes(
+    start_oracle: StartOracle,
+) -> None:
+    oracle = await start_oracle(
+        [ToolCalls([("get_page_title", {})]), "The page did not answer."],
+        env={"FRONTEND_TOOL_TIMEOUT_MS": "300"},
+    )
+    user, session_id, client = await _connected(oracle)
+
+    response = await oracle.send_message(user, session_id, "Title?", tools=[PAGE_TITLE_TOOL])
+
+    assert response.status_code == 200, response.text
+    assert response.json()["message"]["content"] == "The page did not answer."
+    assert "Browser tool timeout after 300ms: get_page_title" in (
+        oracle.second_request_tool_message()
+    )
+    # Browser tools may change the page: a failed one is never re-run.
+    assert len(client.records.named("browser_tool_call")) == 1
+
+
+async def test_a_browser_tool_error_becomes_the_tool_message(start_oracle: StartOracle) -> None:
+    oracle = await start_oracle([ToolCalls([("get_page_title", {})]), "Sorry."])
+    user, session_id, client = await _connected(oracle)
+
+    async def answer() -> None:
+        [request] = await client.wait_for("browser_tool_call")
+        await client.emit("tool_result", {"toolCallId": request["toolCallId"], "error": "No tab"})
+
+    answering = asyncio.create_task(answer())
+    response = await oracle.send_message(user, session_id, "Title?", tools=[PAGE_TITLE_TOOL])
+    await answering
+
+    assert response.status_code == 200, response.text
+    assert "No tab" in oracle.second_request_tool_message()
+
+
+async def test_a_turn_runs_the_clients_ag_ui_action(start_oracle: StartOracle) -> None:
+    oracle = await start_oracle([ToolCalls([("open_panel", {"panel": "settings"})]), "Opened."])
+    user, session_id, client = await _connected(oracle)
+    action = {
+        "name": "open_panel",
+        "description": "Open a panel of the app.",
+        "schema": {"type": "object", "properties": {"panel": {"type": "string"}}},
+    }
+
+    async def answer() -> None:
+        [request] = await client.wait_for("action_call")
+        await client.emit(
+            "action_call_result",
+            {
+                "sessionId": session_id,
+                "toolCallId": request["toolCallId"],
+                "result": {"success": True, "panel": request["args"]["panel"]},
+            },
+        )
+
+    answering = asyncio.create_task(answer())
+    response = await oracle.send_message(user, session_id, "Open settings", agActions=[action])
+    await answering
+
+    assert response.status_code == 200, response.text
+    assert json.loads(oracle.second_request_tool_message()) == {
+        "success": True,
+        "panel": "settings",
+    }
