@@ -120,6 +120,33 @@ def test_callable_step_returning_something_else_is_a_type_error() -> None:
         model.invoke("x")
 
 
+def test_exception_step_is_raised_from_its_call_and_the_call_is_recorded() -> None:
+    timeout = TimeoutError("provider timed out")
+    model = ScriptedChatModel([timeout, "recovered"])
+
+    with pytest.raises(TimeoutError) as excinfo:
+        model.invoke("first try")
+    answer = model.invoke("second try")
+
+    assert excinfo.value is timeout
+    assert answer.content == "recovered"
+    assert [[m.text for m in c.messages] for c in model.calls] == [["first try"], ["second try"]]
+    assert model.remaining == 0
+
+
+async def test_exception_step_is_raised_from_ainvoke_and_astream_too() -> None:
+    model = ScriptedChatModel([ConnectionError("reset"), ConnectionError("again"), "ok"])
+    bound = model.bind_tools([add])
+
+    with pytest.raises(ConnectionError, match="reset"):
+        await bound.ainvoke("x")
+    with pytest.raises(ConnectionError, match="again"):
+        _ = [chunk async for chunk in bound.astream("y")]
+
+    assert (await bound.ainvoke("z")).content == "ok"
+    assert [c.tool_names for c in model.calls] == [("add",), ("add",), ("add",)]
+
+
 def test_unsupported_step_and_exhaustion_mode_are_rejected_up_front() -> None:
     with pytest.raises(TypeError, match="step 1 of the script is a int"):
         ScriptedChatModel(["ok", 42])  # type: ignore[list-item]

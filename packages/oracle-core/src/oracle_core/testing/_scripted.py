@@ -34,8 +34,11 @@ __all__ = [
     "reply",
 ]
 
-Step: TypeAlias = AIMessage | str | Callable[[Sequence[BaseMessage], tuple[str, ...]], AIMessage]
-"""One scripted model turn: a message, a plain text reply, or a function of the request."""
+Step: TypeAlias = (
+    AIMessage | str | Exception | Callable[[Sequence[BaseMessage], tuple[str, ...]], AIMessage]
+)
+"""One scripted model turn: a message, a plain text reply, an error to raise, or a function
+of the request."""
 
 _PREVIEW_MESSAGES = 3
 _PREVIEW_CHARS = 80
@@ -141,9 +144,10 @@ class ScriptedChatModel(BaseChatModel):
     """A deterministic chat model that replays scripted steps, one per model call.
 
     Each call consumes the next step: a `str` is a plain reply, an `AIMessage` is returned
-    as a copy, and a callable receives `(messages, visible_tool_names)` and returns the
+    as a copy, an `Exception` is raised from the call (a provider that times out or
+    refuses), and a callable receives `(messages, visible_tool_names)` and returns the
     `AIMessage`. Tool calls without an id get `call_1`, `call_2`, … in the order they are
-    emitted. Every call is recorded in `calls`.
+    emitted. Every call is recorded in `calls`, a call that raises included.
 
     `bind_tools` returns a copy that shares the script, the position in it, the id counter
     and the call log, and that remembers the names of the bound tools, so the model can be
@@ -191,10 +195,10 @@ class ScriptedChatModel(BaseChatModel):
         # The annotations promise these types; untyped test code gets a clear error anyway.
         for index, candidate in enumerate(steps):
             step: object = candidate
-            if not isinstance(step, AIMessage | str) and not callable(step):
+            if not isinstance(step, AIMessage | str | Exception) and not callable(step):
                 msg = (
-                    f"step {index} of the script is a {type(step).__name__}; "
-                    "use an AIMessage, a str or a callable (messages, tool_names) -> AIMessage"
+                    f"step {index} of the script is a {type(step).__name__}; use an AIMessage, "
+                    "a str, an Exception or a callable (messages, tool_names) -> AIMessage"
                 )
                 raise TypeError(msg)
         if not isinstance(on_exhausted, AIMessage) and on_exhausted not in ("error", "repeat_last"):
@@ -334,6 +338,8 @@ class ScriptedChatModel(BaseChatModel):
 
 
 def _resolve(step: Step, messages: tuple[BaseMessage, ...], visible: tuple[str, ...]) -> AIMessage:
+    if isinstance(step, Exception):
+        raise step
     if isinstance(step, str):
         return AIMessage(content=step)
     if isinstance(step, AIMessage):
