@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, NotRequired
 
 import pytest
@@ -15,9 +15,7 @@ from langchain.agents.middleware import (
     ToolCallRequest,
     hook_config,
 )
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -29,29 +27,7 @@ from oracle_core._middleware import (
     check_plugin_middleware,
     wrap_plugin_middleware,
 )
-
-
-class FakeModel(BaseChatModel):
-    """Replays ``replies`` in order."""
-
-    replies: list[AIMessage]
-
-    @property
-    def _llm_type(self) -> str:
-        return "fake"
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FakeModel:
-        return self
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=self.replies.pop(0))])
-
+from oracle_core.testing import ScriptedChatModel, call_tool
 
 HOOKS = (
     "before_agent",
@@ -164,7 +140,7 @@ def hello() -> dict[str, Any]:
 
 
 async def test_node_hook_returning_state_keys_fails_the_turn() -> None:
-    model = FakeModel(replies=[AIMessage(content="hi")])
+    model = ScriptedChatModel(["hi"])
     graph: Any = create_agent(
         model, [], middleware=[wrap_plugin_middleware("notes-plugin", WritesState())]
     )
@@ -182,7 +158,7 @@ async def test_node_hook_returning_state_keys_fails_the_turn() -> None:
 
 async def test_hook_returning_none_runs_with_the_injected_runtime() -> None:
     observes = Observes()
-    model = FakeModel(replies=[AIMessage(content="hi")])
+    model = ScriptedChatModel(["hi"])
     graph: Any = create_agent(
         model,
         [],
@@ -198,7 +174,7 @@ async def test_hook_returning_none_runs_with_the_injected_runtime() -> None:
 
 
 async def test_jump_to_end_ends_the_run_before_the_model() -> None:
-    model = FakeModel(replies=[])  # any model call would fail: the script is empty
+    model = ScriptedChatModel()  # any model call would fail: the script is empty
     graph: Any = create_agent(model, [], middleware=[wrap_plugin_middleware("guard", EndsEarly())])
 
     result = await graph.ainvoke(hello())
@@ -208,7 +184,7 @@ async def test_jump_to_end_ends_the_run_before_the_model() -> None:
 
 async def test_jump_to_end_from_after_agent_finishes_without_looping() -> None:
     ends = EndsAfterAgent()
-    model = FakeModel(replies=[AIMessage(content="hi")])
+    model = ScriptedChatModel(["hi"])
     graph: Any = create_agent(model, [], middleware=[wrap_plugin_middleware("p", ends)])
 
     result = await graph.ainvoke(hello())
@@ -219,12 +195,7 @@ async def test_jump_to_end_from_after_agent_finishes_without_looping() -> None:
 
 async def test_wrap_hooks_pass_through_unchanged() -> None:
     wraps = WrapsCalls()
-    model = FakeModel(
-        replies=[
-            AIMessage(content="", tool_calls=[{"name": "ping", "args": {}, "id": "c1"}]),
-            AIMessage(content="done"),
-        ]
-    )
+    model = ScriptedChatModel([call_tool("ping", id="c1"), "done"])
     graph: Any = create_agent(model, [ping], middleware=[wrap_plugin_middleware("w", wraps)])
 
     result = await graph.ainvoke(hello())

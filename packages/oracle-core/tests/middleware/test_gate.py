@@ -6,46 +6,15 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.types import Command
-from pydantic import Field
 
 from oracle_core._context import OracleRunContext
 from oracle_core._middleware import CapabilityGateMiddleware
 from oracle_core._state import MainAgentState
 from oracle_core._tools import ToolInfo
-
-
-class FakeModel(BaseChatModel):
-    """Replays ``replies`` in order and records the tool names bound for each call."""
-
-    replies: list[AIMessage]
-    bound: list[list[str]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "fake"
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FakeModel:
-        self.bound.append([t["name"] if isinstance(t, dict) else t.name for t in tools])
-        return self
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=self.replies.pop(0))])
-
-
-def call(name: str, call_id: str, **args: Any) -> AIMessage:
-    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id}])
-
+from oracle_core.testing import ScriptedChatModel, call_tool, call_tools
 
 RUNS: list[str] = []
 
@@ -97,10 +66,10 @@ INDEX = {
     "list_capabilities": ToolInfo(name="list_capabilities", owner=None, visibility="always"),
 }
 TOOLS: list[BaseTool] = [web_search, remember, ping, list_capabilities, unindexed]
-VISIBLE_WITHOUT_WEB = ["remember", "ping", "list_capabilities", "unindexed"]
+VISIBLE_WITHOUT_WEB = ("remember", "ping", "list_capabilities", "unindexed")
 
 
-def agent(model: FakeModel, tools: Sequence[BaseTool] = TOOLS) -> Any:
+def agent(model: ScriptedChatModel, tools: Sequence[BaseTool] = TOOLS) -> Any:
     return create_agent(
         model,
         list(tools),
@@ -115,38 +84,41 @@ def context(preloaded: frozenset[str] = frozenset()) -> OracleRunContext:
 
 
 async def test_on_demand_tool_hidden_until_its_plugin_is_loaded() -> None:
-    model = FakeModel(replies=[AIMessage(content="a"), AIMessage(content="b")])
+    model = ScriptedChatModel(["a", "b"])
     graph = agent(model)
 
     await graph.ainvoke({"messages": [("user", "hi")]}, context=context())
     await graph.ainvoke({"messages": [("user", "hi")], "loaded_plugins": ["web"]})
 
-    assert model.bound == [VISIBLE_WITHOUT_WEB, [t.name for t in TOOLS]]
+    assert [c.tool_names for c in model.calls] == [
+        VISIBLE_WITHOUT_WEB,
+        tuple(t.name for t in TOOLS),
+    ]
 
 
 async def test_preloaded_plugins_pass_the_gate() -> None:
-    model = FakeModel(replies=[AIMessage(content="a")])
+    model = ScriptedChatModel(["a"])
 
     await agent(model).ainvoke({"messages": [("user", "hi")]}, context=context(frozenset({"web"})))
 
-    assert "web_search" in model.bound[0]
+    assert "web_search" in model.calls[0].tool_names
 
 
 async def test_plain_use_without_context_or_loaded_key_hides_on_demand_tools() -> None:
-    model = FakeModel(replies=[AIMessage(content="a")])
+    model = ScriptedChatModel(["a"])
     graph: Any = create_agent(model, TOOLS, middleware=[CapabilityGateMiddleware(INDEX)])
 
     await graph.ainvoke({"messages": [("user", "hi")]})
 
-    assert model.bound == [VISIBLE_WITHOUT_WEB]
+    assert [c.tool_names for c in model.calls] == [VISIBLE_WITHOUT_WEB]
 
 
 async def test_load_takes_effect_from_the_next_model_call_of_the_turn() -> None:
-    model = FakeModel(
-        replies=[
-            call("load_capability", "c1", names=["web"]),
-            call("web_search", "c2", query="news"),
-            AIMessage(content="done"),
+    model = ScriptedChatModel(
+        [
+            call_tool("load_capability", {"names": ["web"]}, id="c1"),
+            call_tool("web_search", {"query": "news"}, id="c2"),
+            "done",
         ]
     )
     RUNS.clear()
@@ -155,14 +127,14 @@ async def test_load_takes_effect_from_the_next_model_call_of_the_turn() -> None:
         {"messages": [("user", "news?")]}, context=context()
     )
 
-    assert "web_search" not in model.bound[0]
-    assert "web_search" in model.bound[1]
+    assert "web_search" not in model.calls[0].tool_names
+    assert "web_search" in model.calls[1].tool_names
     assert RUNS == ["web_search:news"]
     assert result["loaded_plugins"] == ["web"]
 
 
 async def test_hallucinated_call_to_hidden_tool_is_refused_without_running() -> None:
-    model = FakeModel(replies=[call("web_search", "c1", query="x"), AIMessage(content="ok")])
+    model = ScriptedChatModel([call_tool("web_search", {"query": "x"}, id="c1"), "ok"])
     RUNS.clear()
 
     result = await agent(model).ainvoke({"messages": [("user", "hi")]}, context=context())
@@ -178,14 +150,10 @@ async def test_hallucinated_call_to_hidden_tool_is_refused_without_running() -> 
 
 
 async def test_call_in_the_same_step_as_its_own_load_is_refused() -> None:
-    both = AIMessage(
-        content="",
-        tool_calls=[
-            {"name": "load_capability", "args": {"names": ["web"]}, "id": "c1"},
-            {"name": "web_search", "args": {"query": "x"}, "id": "c2"},
-        ],
+    both = call_tools(
+        [("load_capability", {"names": ["web"]}, "c1"), ("web_search", {"query": "x"}, "c2")]
     )
-    model = FakeModel(replies=[both, AIMessage(content="ok")])
+    model = ScriptedChatModel([both, "ok"])
     RUNS.clear()
 
     result = await agent(model, [*TOOLS, load_capability]).ainvoke(
@@ -199,7 +167,7 @@ async def test_call_in_the_same_step_as_its_own_load_is_refused() -> None:
 
 
 async def test_visible_tools_run_normally() -> None:
-    model = FakeModel(replies=[call("ping", "c1"), AIMessage(content="ok")])
+    model = ScriptedChatModel([call_tool("ping", id="c1"), "ok"])
 
     result = await agent(model).ainvoke({"messages": [("user", "hi")]}, context=context())
 
@@ -210,7 +178,7 @@ async def test_visible_tools_run_normally() -> None:
 
 
 async def test_provider_dict_tools_are_never_filtered() -> None:
-    model = FakeModel(replies=[AIMessage(content="a")])
+    model = ScriptedChatModel(["a"])
     provider_tool = {"type": "web_search_preview", "name": "provider_search"}
     graph: Any = create_agent(
         model,
@@ -221,4 +189,4 @@ async def test_provider_dict_tools_are_never_filtered() -> None:
 
     await graph.ainvoke({"messages": [("user", "hi")]})
 
-    assert model.bound == [["provider_search"]]
+    assert [c.tool_names for c in model.calls] == [("provider_search",)]

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ToolCallRequest
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from langgraph.types import Command
 from pydantic import BaseModel
@@ -22,28 +20,7 @@ from oracle_core._middleware import (
 )
 from oracle_core._state import MainAgentState
 from oracle_core._tools import ToolInfo
-
-
-class FakeModel(BaseChatModel):
-    """Replays ``replies`` in order."""
-
-    replies: list[AIMessage]
-
-    @property
-    def _llm_type(self) -> str:
-        return "fake"
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FakeModel:
-        return self
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=self.replies.pop(0))])
+from oracle_core.testing import ScriptedChatModel, call_tool
 
 
 class SearchArgs(BaseModel):
@@ -89,12 +66,10 @@ def framework(log: list[str]) -> list[AgentMiddleware[Any, Any]]:
     ]
 
 
-def script(*args: dict[str, Any]) -> FakeModel:
-    calls = [
-        AIMessage(content="", tool_calls=[{"name": "web_search", "args": a, "id": f"c{i}"}])
-        for i, a in enumerate(args)
-    ]
-    return FakeModel(replies=[*calls, AIMessage(content="done")])
+def script(*args: dict[str, Any]) -> ScriptedChatModel:
+    """One ``web_search`` call per argument dict (ids ``c0``, ``c1``, …), then ``done``."""
+    calls = [call_tool("web_search", a, id=f"c{i}") for i, a in enumerate(args)]
+    return ScriptedChatModel([*calls, "done"])
 
 
 async def test_gate_is_outermost_and_each_layer_stops_what_it_owns() -> None:

@@ -2,43 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import ModelRequest, ModelResponse
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import Field
 
 from oracle_core._middleware import PageContextMiddleware
 from oracle_core._state import MainAgentState
+from oracle_core.testing import ScriptedChatModel, reply
 
 
-class FakeModel(BaseChatModel):
-    """Answers every call with ``ok`` and records the system prompt it was sent."""
+def answers_ok() -> ScriptedChatModel:
+    """A model that answers every call with ``ok``; its ``calls`` keep the system prompts."""
+    return ScriptedChatModel(on_exhausted=reply("ok"))
 
-    prompts: list[str | None] = Field(default_factory=list)
 
-    @property
-    def _llm_type(self) -> str:
-        return "fake"
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FakeModel:
-        return self
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        system = messages[0] if isinstance(messages[0], SystemMessage) else None
-        self.prompts.append(system.text if system else None)
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content="ok"))])
+def prompts(model: ScriptedChatModel) -> list[str | None]:
+    """The system prompt sent with each call, oldest first."""
+    return [call.system_prompt for call in model.calls]
 
 
 TITLES = {"!roadmap:example.org": "Roadmap 2026", "!notes:example.org": "Meeting notes"}
@@ -54,7 +37,7 @@ async def failing_title(room_id: str) -> str | None:
     raise ConnectionError("homeserver unreachable")
 
 
-def agent(model: FakeModel, middleware: PageContextMiddleware, **kwargs: Any) -> Any:
+def agent(model: ScriptedChatModel, middleware: PageContextMiddleware, **kwargs: Any) -> Any:
     return create_agent(
         model,
         [],
@@ -70,12 +53,12 @@ def turn(room_id: str | None) -> dict[str, Any]:
 
 
 async def test_active_page_note_is_appended_with_the_title() -> None:
-    model = FakeModel()
+    model = answers_ok()
     LOOKUPS.clear()
 
     await agent(model, PageContextMiddleware(room_title)).ainvoke(turn("!roadmap:example.org"))
 
-    [prompt] = model.prompts
+    [prompt] = prompts(model)
     assert prompt is not None
     assert prompt.startswith("You are Ada.\n\n## Active page\n")
     assert "'Roadmap 2026' (room !roadmap:example.org)" in prompt
@@ -84,17 +67,17 @@ async def test_active_page_note_is_appended_with_the_title() -> None:
 
 
 async def test_no_page_leaves_the_system_prompt_alone() -> None:
-    model = FakeModel()
+    model = answers_ok()
     LOOKUPS.clear()
 
     await agent(model, PageContextMiddleware(room_title)).ainvoke(turn(None))
 
-    assert model.prompts == ["You are Ada."]
+    assert prompts(model) == ["You are Ada."]
     assert LOOKUPS == []
 
 
 async def test_page_switch_is_reported_as_stale_context_needing_a_re_read() -> None:
-    model = FakeModel()
+    model = answers_ok()
     graph = agent(model, PageContextMiddleware(room_title), checkpointer=InMemorySaver())
     config: Any = {"configurable": {"thread_id": "t1"}}
 
@@ -102,7 +85,7 @@ async def test_page_switch_is_reported_as_stale_context_needing_a_re_read() -> N
     await graph.ainvoke(turn("!roadmap:example.org"), config)
     await graph.ainvoke(turn("!notes:example.org"), config)
 
-    first, same, switched = model.prompts
+    first, same, switched = prompts(model)
     assert first is not None
     assert same is not None
     assert "switched" not in first
@@ -117,7 +100,7 @@ async def test_page_switch_is_reported_as_stale_context_needing_a_re_read() -> N
 
 
 async def test_previous_page_is_private_to_the_middleware() -> None:
-    model = FakeModel()
+    model = answers_ok()
 
     result = await agent(model, PageContextMiddleware(room_title)).ainvoke(
         turn("!roadmap:example.org")
@@ -127,33 +110,33 @@ async def test_previous_page_is_private_to_the_middleware() -> None:
 
 
 async def test_title_lookup_error_falls_back_to_the_room_id() -> None:
-    model = FakeModel()
+    model = answers_ok()
 
     await agent(model, PageContextMiddleware(failing_title)).ainvoke(turn("!roadmap:example.org"))
 
-    [prompt] = model.prompts
+    [prompt] = prompts(model)
     assert prompt is not None
     assert "the editor page room !roadmap:example.org open" in prompt
     assert "Roadmap 2026" not in prompt
 
 
 async def test_unknown_title_falls_back_to_the_room_id() -> None:
-    model = FakeModel()
+    model = answers_ok()
 
     await agent(model, PageContextMiddleware(room_title)).ainvoke(turn("!other:example.org"))
 
-    [prompt] = model.prompts
+    [prompt] = prompts(model)
     assert prompt is not None
     assert "the editor page room !other:example.org open" in prompt
 
 
 def test_sync_run_names_the_room_without_a_title_lookup() -> None:
-    model = FakeModel()
+    model = answers_ok()
     LOOKUPS.clear()
 
     agent(model, PageContextMiddleware(room_title)).invoke(turn("!roadmap:example.org"))
 
-    [prompt] = model.prompts
+    [prompt] = prompts(model)
     assert prompt is not None
     assert "the editor page room !roadmap:example.org open" in prompt
     assert LOOKUPS == []
@@ -168,7 +151,9 @@ async def test_note_is_added_to_list_content_and_to_a_missing_system_message() -
         return ModelResponse(result=[AIMessage(content="ok")])
 
     state: Any = {"messages": [], "editor_room_id": "!notes:example.org"}
-    base = ModelRequest(model=FakeModel(), messages=[HumanMessage(content="hi")], state=state)
+    base = ModelRequest(
+        model=ScriptedChatModel(), messages=[HumanMessage(content="hi")], state=state
+    )
     blocks = SystemMessage(content=[{"type": "text", "text": "You are Ada."}])
     await middleware.awrap_model_call(base.override(system_message=blocks), handler)
     await middleware.awrap_model_call(base, handler)

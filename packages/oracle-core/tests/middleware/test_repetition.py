@@ -7,40 +7,12 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.tools import tool
 
 from oracle_core._context import OracleRunContext, TurnBindings
 from oracle_core._middleware import ToolRepetitionGuardMiddleware
-
-
-class FakeModel(BaseChatModel):
-    """Replays ``replies`` in order."""
-
-    replies: list[AIMessage]
-
-    @property
-    def _llm_type(self) -> str:
-        return "fake"
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FakeModel:
-        return self
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=self.replies.pop(0))])
-
-
-def call(call_id: str, **args: Any) -> AIMessage:
-    return AIMessage(content="", tool_calls=[{"name": "lookup", "args": args, "id": call_id}])
-
+from oracle_core.testing import ScriptedChatModel, call_tool, call_tools
 
 RUNS: list[str] = []
 
@@ -57,17 +29,14 @@ def answers(messages: Sequence[BaseMessage]) -> dict[str, ToolMessage]:
 
 
 async def test_third_identical_call_is_blocked_and_different_args_still_run() -> None:
-    model = FakeModel(
-        replies=[
-            call("c1", query="a", limit=1),
+    model = ScriptedChatModel(
+        [
+            call_tool("lookup", {"query": "a", "limit": 1}, id="c1"),
             # Same arguments in another key order: still the same call.
-            AIMessage(
-                content="",
-                tool_calls=[{"name": "lookup", "args": {"limit": 1, "query": "a"}, "id": "c2"}],
-            ),
-            call("c3", query="a", limit=1),
-            call("c4", query="b", limit=1),
-            AIMessage(content="done"),
+            call_tool("lookup", {"limit": 1, "query": "a"}, id="c2"),
+            call_tool("lookup", {"query": "a", "limit": 1}, id="c3"),
+            call_tool("lookup", {"query": "b", "limit": 1}, id="c4"),
+            "done",
         ]
     )
     graph: Any = create_agent(model, [lookup], middleware=[ToolRepetitionGuardMiddleware()])
@@ -87,12 +56,8 @@ async def test_third_identical_call_is_blocked_and_different_args_still_run() ->
 
 
 async def test_identical_calls_in_one_step_count_too() -> None:
-    same = {"name": "lookup", "args": {"query": "a"}}
-    model = FakeModel(
-        replies=[
-            AIMessage(content="", tool_calls=[{**same, "id": f"c{i}"} for i in range(3)]),
-            AIMessage(content="done"),
-        ]
+    model = ScriptedChatModel(
+        [call_tools([("lookup", {"query": "a"}, f"c{i}") for i in range(3)]), "done"]
     )
     graph: Any = create_agent(model, [lookup], middleware=[ToolRepetitionGuardMiddleware()])
     RUNS.clear()
@@ -105,13 +70,13 @@ async def test_identical_calls_in_one_step_count_too() -> None:
 
 
 async def test_counts_start_over_in_each_run() -> None:
-    model = FakeModel(
-        replies=[
-            call("c1", query="a"),
-            call("c2", query="a"),
-            AIMessage(content="first"),
-            call("c3", query="a"),
-            AIMessage(content="second"),
+    model = ScriptedChatModel(
+        [
+            call_tool("lookup", {"query": "a"}, id="c1"),
+            call_tool("lookup", {"query": "a"}, id="c2"),
+            "first",
+            call_tool("lookup", {"query": "a"}, id="c3"),
+            "second",
         ]
     )
     # The runtime gives every run fresh TurnBindings; one shared instance serves both runs.
@@ -130,7 +95,7 @@ async def test_counts_start_over_in_each_run() -> None:
 
 
 async def test_counts_of_a_run_live_in_its_turn_bindings() -> None:
-    model = FakeModel(replies=[call("c1", query="a"), AIMessage(content="done")])
+    model = ScriptedChatModel([call_tool("lookup", {"query": "a"}, id="c1"), "done"])
     graph: Any = create_agent(
         model,
         [lookup],
@@ -146,7 +111,13 @@ async def test_counts_of_a_run_live_in_its_turn_bindings() -> None:
 
 
 async def test_max_repeats_is_configurable() -> None:
-    model = FakeModel(replies=[call("c1", query="a"), call("c2", query="a"), AIMessage("x")])
+    model = ScriptedChatModel(
+        [
+            call_tool("lookup", {"query": "a"}, id="c1"),
+            call_tool("lookup", {"query": "a"}, id="c2"),
+            "x",
+        ]
+    )
     graph: Any = create_agent(model, [lookup], middleware=[ToolRepetitionGuardMiddleware(1)])
     RUNS.clear()
 

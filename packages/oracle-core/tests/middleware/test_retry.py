@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
 from typing import Any, cast
 
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import ToolCallRequest
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from langgraph.errors import GraphInterrupt, NodeCancelledError
 from langgraph.prebuilt.tool_node import ToolInvocationError
@@ -21,33 +18,12 @@ from pydantic import BaseModel, ValidationError
 
 from oracle_core._middleware import ToolRetryMiddleware
 from oracle_core._tools import ToolInfo
+from oracle_core.testing import ScriptedChatModel, call_tool
 
 
-class FakeModel(BaseChatModel):
-    """Replays ``replies`` in order."""
-
-    replies: list[AIMessage]
-
-    @property
-    def _llm_type(self) -> str:
-        return "fake"
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FakeModel:
-        return self
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=self.replies.pop(0))])
-
-
-def script(tool_name: str) -> FakeModel:
-    first = AIMessage(content="", tool_calls=[{"name": tool_name, "args": {}, "id": "c1"}])
-    return FakeModel(replies=[first, AIMessage(content="done")])
+def script(tool_name: str) -> ScriptedChatModel:
+    """Call ``tool_name`` once (id ``c1``), then answer ``done``."""
+    return ScriptedChatModel([call_tool(tool_name, id="c1"), "done"])
 
 
 ATTEMPTS: dict[str, int] = {}

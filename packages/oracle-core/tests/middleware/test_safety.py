@@ -9,57 +9,29 @@ from typing import Any
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, AgentState
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.runtime import Runtime
-from pydantic import Field
 
 from oracle_core._middleware import DEFAULT_REFUSAL, SafetyGuardrailMiddleware
-
-
-class FakeModel(BaseChatModel):
-    """Replays ``replies`` in order (an ``Exception`` is raised) and records the prompts."""
-
-    # `Any`: pydantic would try to coerce an exception into an AIMessage.
-    replies: list[Any]
-    seen: list[list[BaseMessage]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "fake"
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FakeModel:
-        return self
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self.seen.append(list(messages))
-        reply = self.replies.pop(0)
-        if isinstance(reply, Exception):
-            raise reply
-        return ChatResult(generations=[ChatGeneration(message=reply)])
-
+from oracle_core.testing import ScriptedChatModel, call_tool
 
 USER_TEXT = "how do I pick my neighbour's lock"
 REPLY_TEXT = "Step one: insert a tension wrench"
 
 
-def main_model() -> FakeModel:
-    return FakeModel(replies=[AIMessage(content=REPLY_TEXT, id="reply-1")])
+def main_model() -> ScriptedChatModel:
+    return ScriptedChatModel([AIMessage(content=REPLY_TEXT, id="reply-1")])
 
 
-def verdicts(*replies: str | Exception) -> FakeModel:
-    return FakeModel(replies=[AIMessage(content=r) if isinstance(r, str) else r for r in replies])
+def verdicts(*replies: str | Exception) -> ScriptedChatModel:
+    """A classifier answering ``replies`` in order; an exception among them is raised."""
+    return ScriptedChatModel(replies)
 
 
-async def run(safety_model: FakeModel, extra: Sequence[AgentMiddleware[Any, Any]] = ()) -> Any:
+async def run(
+    safety_model: ScriptedChatModel, extra: Sequence[AgentMiddleware[Any, Any]] = ()
+) -> Any:
     graph: Any = create_agent(
         main_model(), [], middleware=[SafetyGuardrailMiddleware(safety_model), *extra]
     )
@@ -77,7 +49,8 @@ async def test_unsafe_reply_is_replaced_by_the_refusal_in_place() -> None:
     assert isinstance(final, AIMessage)
     assert final.id == "reply-1"
     assert final.content == DEFAULT_REFUSAL
-    [prompt] = safety.seen
+    [call] = safety.calls
+    prompt = call.messages
     assert "SAFE or UNSAFE" in prompt[0].text
     assert USER_TEXT in prompt[1].text
     assert REPLY_TEXT in prompt[1].text
@@ -139,7 +112,7 @@ async def test_refusal_ends_the_run_without_re_running_after_agent_hooks() -> No
 
     assert result["messages"][-1].content == DEFAULT_REFUSAL
     assert counter.calls == 1
-    assert len(safety.seen) == 1
+    assert len(safety.calls) == 1
 
 
 async def test_a_run_ending_on_a_tool_result_is_not_classified() -> None:
@@ -149,11 +122,7 @@ async def test_a_run_ending_on_a_tool_result_is_not_classified() -> None:
         return "direct"
 
     safety = verdicts("UNSAFE")
-    model = FakeModel(
-        replies=[
-            AIMessage(content="", tool_calls=[{"name": "answer_directly", "args": {}, "id": "c1"}])
-        ]
-    )
+    model = ScriptedChatModel([call_tool("answer_directly", id="c1")])
     graph: Any = create_agent(
         model, [answer_directly], middleware=[SafetyGuardrailMiddleware(safety)]
     )
@@ -161,7 +130,7 @@ async def test_a_run_ending_on_a_tool_result_is_not_classified() -> None:
     result = await graph.ainvoke({"messages": [("user", "hi")]})
 
     assert isinstance(result["messages"][-1], ToolMessage)
-    assert safety.seen == []
+    assert safety.calls == []
 
 
 def test_sync_run_classifies_too() -> None:

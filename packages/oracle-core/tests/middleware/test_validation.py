@@ -9,44 +9,14 @@ import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import ModelRequest, ModelResponse, ToolCallRequest
 from langchain.tools import ToolRuntime
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.types import Command
 from pydantic import BaseModel, Field, ValidationError
 
 from oracle_core._middleware import ToolValidationMiddleware
-
-
-class FakeModel(BaseChatModel):
-    """Replays ``replies`` in order and records the messages of each call."""
-
-    replies: list[AIMessage]
-    seen: list[list[BaseMessage]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "fake"
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FakeModel:
-        return self
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self.seen.append(list(messages))
-        return ChatResult(generations=[ChatGeneration(message=self.replies.pop(0))])
-
-
-def call(name: str, call_id: str, content: str = "", **args: Any) -> AIMessage:
-    return AIMessage(content=content, tool_calls=[{"name": name, "args": args, "id": call_id}])
-
+from oracle_core.testing import ScriptedChatModel, call_tool
 
 RUNS: list[str] = []
 
@@ -81,7 +51,7 @@ def tool_messages(messages: Sequence[BaseMessage]) -> list[ToolMessage]:
 
 
 async def test_invalid_arguments_get_an_error_naming_each_field_and_never_run() -> None:
-    model = FakeModel(replies=[call("get_weather", "c1", days=0), AIMessage(content="sorry")])
+    model = ScriptedChatModel([call_tool("get_weather", {"days": 0}, id="c1"), "sorry"])
     graph: Any = create_agent(model, [get_weather], middleware=[ToolValidationMiddleware()])
     RUNS.clear()
 
@@ -99,7 +69,7 @@ async def test_invalid_arguments_get_an_error_naming_each_field_and_never_run() 
 
 
 async def test_valid_arguments_run_the_tool() -> None:
-    model = FakeModel(replies=[call("get_weather", "c1", city="Oslo"), AIMessage(content="ok")])
+    model = ScriptedChatModel([call_tool("get_weather", {"city": "Oslo"}, id="c1"), "ok"])
     graph: Any = create_agent(model, [get_weather], middleware=[ToolValidationMiddleware()])
     RUNS.clear()
 
@@ -111,7 +81,7 @@ async def test_valid_arguments_run_the_tool() -> None:
 
 
 async def test_injected_runtime_argument_is_not_required_from_the_model() -> None:
-    model = FakeModel(replies=[call("count_words", "c9", text="a b c"), AIMessage(content="3")])
+    model = ScriptedChatModel([call_tool("count_words", {"text": "a b c"}, id="c9"), "3"])
     graph: Any = create_agent(model, [count_words], middleware=[ToolValidationMiddleware()])
     RUNS.clear()
 
@@ -124,9 +94,9 @@ async def test_injected_runtime_argument_is_not_required_from_the_model() -> Non
 
 
 async def test_skipped_tool_messages_leave_the_model_request_but_stay_in_state() -> None:
-    model = FakeModel(
-        replies=[
-            call("render_chart", "c1", spec="bars"),
+    model = ScriptedChatModel(
+        [
+            call_tool("render_chart", {"spec": "bars"}, id="c1"),
             AIMessage(
                 content="Here is the chart; now the weather.",
                 tool_calls=[
@@ -134,7 +104,7 @@ async def test_skipped_tool_messages_leave_the_model_request_but_stay_in_state()
                     {"name": "get_weather", "args": {"city": "Oslo"}, "id": "c3"},
                 ],
             ),
-            AIMessage(content="done"),
+            "done",
         ]
     )
     graph: Any = create_agent(
@@ -145,7 +115,7 @@ async def test_skipped_tool_messages_leave_the_model_request_but_stay_in_state()
 
     result = await graph.ainvoke({"messages": [("user", "chart and weather")]})
 
-    last_request = model.seen[-1]
+    last_request = model.calls[-1].messages
     assert [type(m).__name__ for m in last_request] == ["HumanMessage", "AIMessage", "ToolMessage"]
     trimmed = last_request[1]
     assert isinstance(trimmed, AIMessage)
@@ -174,7 +144,7 @@ async def test_skip_trims_raw_provider_tool_calls_and_content_blocks() -> None:
         ai,
         ToolMessage(content="<svg/>", tool_call_id="c1", name="render_chart"),
     ]
-    request = ModelRequest(model=FakeModel(replies=[]), messages=messages)
+    request = ModelRequest(model=ScriptedChatModel(), messages=messages)
     sent: list[ModelRequest[Any]] = []
 
     def handler(req: ModelRequest[Any]) -> ModelResponse[Any]:
@@ -194,7 +164,7 @@ async def test_skip_trims_raw_provider_tool_calls_and_content_blocks() -> None:
 
 
 async def test_without_skip_names_the_request_is_passed_as_is() -> None:
-    request = ModelRequest(model=FakeModel(replies=[]), messages=[HumanMessage(content="hi")])
+    request = ModelRequest(model=ScriptedChatModel(), messages=[HumanMessage(content="hi")])
     sent: list[ModelRequest[Any]] = []
 
     async def handler(req: ModelRequest[Any]) -> ModelResponse[Any]:
