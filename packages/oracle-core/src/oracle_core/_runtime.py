@@ -217,10 +217,10 @@ class OracleRuntime:
         """
         from oracle_core._middleware import (
             CapabilityGateMiddleware,
+            EffectAwareToolRetryMiddleware,
             PageContextMiddleware,
             SafetyGuardrailMiddleware,
             ToolRepetitionGuardMiddleware,
-            ToolRetryMiddleware,
             ToolValidationMiddleware,
         )
 
@@ -228,7 +228,7 @@ class OracleRuntime:
             CapabilityGateMiddleware(),
             ToolValidationMiddleware(self.hooks.validation_skip_tool_names),
             ToolRepetitionGuardMiddleware(),
-            ToolRetryMiddleware(),
+            EffectAwareToolRetryMiddleware(),
         ]
         if self.hooks.get_room_title is not None:
             middleware.append(PageContextMiddleware(self.hooks.get_room_title))

@@ -14,8 +14,8 @@ from pydantic import BaseModel
 
 from oracle_core._middleware import (
     CapabilityGateMiddleware,
+    EffectAwareToolRetryMiddleware,
     ToolRepetitionGuardMiddleware,
-    ToolRetryMiddleware,
     ToolValidationMiddleware,
 )
 from oracle_core._state import MainAgentState
@@ -62,7 +62,7 @@ def framework(log: list[str]) -> list[AgentMiddleware[Any, Any]]:
         logged(CapabilityGateMiddleware)(INDEX),
         logged(ToolValidationMiddleware)(),
         logged(ToolRepetitionGuardMiddleware)(),
-        logged(ToolRetryMiddleware)(INDEX, backoff_seconds=0),
+        logged(EffectAwareToolRetryMiddleware)(INDEX, backoff_seconds=0),
     ]
 
 
@@ -131,7 +131,7 @@ def test_sync_invoke_gives_the_same_answers() -> None:
             CapabilityGateMiddleware(INDEX),
             ToolValidationMiddleware(),
             ToolRepetitionGuardMiddleware(),
-            ToolRetryMiddleware(INDEX, backoff_seconds=0),
+            EffectAwareToolRetryMiddleware(INDEX, backoff_seconds=0),
         ],
         state_schema=MainAgentState,
     )

@@ -16,7 +16,9 @@ from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
 
-from oracle_core._middleware import ToolRetryMiddleware
+import oracle_core
+from oracle_core._context import OracleRunContext, TurnBindings
+from oracle_core._middleware import EffectAwareToolRetryMiddleware
 from oracle_core._tools import ToolInfo
 from oracle_core.testing import ScriptedChatModel, call_tool
 
@@ -82,7 +84,7 @@ async def run(tool_name: str, backoff: float = 0.0) -> ToolMessage:
     graph: Any = create_agent(
         script(tool_name),
         [flaky, broken, send_payment, wipe, aborted],
-        middleware=[ToolRetryMiddleware(INDEX, backoff_seconds=backoff)],
+        middleware=[EffectAwareToolRetryMiddleware(INDEX, backoff_seconds=backoff)],
     )
     result = await graph.ainvoke({"messages": [("user", "go")]})
     answer = result["messages"][2]
@@ -127,6 +129,33 @@ async def test_destructive_tool_is_never_re_run() -> None:
     assert "RuntimeError: gateway timeout" in answer.text
 
 
+@pytest.mark.parametrize(
+    ("tool_name", "attempts"), [("send_payment", 1), ("broken", 2)], ids=["write", "read"]
+)
+async def test_without_a_fixed_index_the_effect_is_read_from_the_turn_bindings(
+    tool_name: str, attempts: int
+) -> None:
+    # The runtime builds it without an index: compiled agents are shared between turns,
+    # and each turn's tool effects travel in its TurnBindings.
+    ATTEMPTS.clear()
+    graph: Any = create_agent(
+        script(tool_name),
+        [broken, send_payment],
+        middleware=[EffectAwareToolRetryMiddleware(backoff_seconds=0)],
+        context_schema=OracleRunContext,
+    )
+    context = OracleRunContext(
+        user_did="did:key:z", session_id="s", turn=TurnBindings(tool_infos=INDEX)
+    )
+
+    result = await graph.ainvoke({"messages": [("user", "go")]}, context=context)
+
+    assert {tool_name: attempts} == ATTEMPTS
+    answer = result["messages"][2]
+    assert isinstance(answer, ToolMessage)
+    assert answer.status == "error"
+
+
 async def test_cancelled_error_raised_by_a_tool_is_not_retried_nor_reported() -> None:
     # LangGraph turns a CancelledError raised inside a node into NodeCancelledError;
     # the point is that the middleware let it through on the first attempt.
@@ -149,7 +178,7 @@ async def test_cancelling_the_run_propagates_cancelled_error_without_a_retry() -
 
     ATTEMPTS.clear()
     graph: Any = create_agent(
-        script("hangs"), [hangs], middleware=[ToolRetryMiddleware({}, backoff_seconds=0)]
+        script("hangs"), [hangs], middleware=[EffectAwareToolRetryMiddleware({}, backoff_seconds=0)]
     )
     task = asyncio.create_task(graph.ainvoke({"messages": [("user", "go")]}))
     await started.wait()
@@ -166,7 +195,9 @@ async def test_cancelled_error_from_the_handler_propagates_unchanged() -> None:
         raise asyncio.CancelledError
 
     with pytest.raises(asyncio.CancelledError):
-        await ToolRetryMiddleware({}, backoff_seconds=0).awrap_tool_call(_request(), handler)
+        await EffectAwareToolRetryMiddleware({}, backoff_seconds=0).awrap_tool_call(
+            _request(), handler
+        )
 
 
 def _request() -> ToolCallRequest:
@@ -207,7 +238,9 @@ async def test_argument_errors_and_graph_control_flow_pass_through_once(error: E
         raise error
 
     with pytest.raises(type(error)):
-        await ToolRetryMiddleware({}, backoff_seconds=0).awrap_tool_call(_request(), handler)
+        await EffectAwareToolRetryMiddleware({}, backoff_seconds=0).awrap_tool_call(
+            _request(), handler
+        )
 
     assert calls == [1]
 
@@ -219,7 +252,9 @@ def test_sync_form_retries_once_then_reports() -> None:
         calls.append(1)
         raise OSError("disk full")
 
-    answer = ToolRetryMiddleware({}, backoff_seconds=0).wrap_tool_call(_request(), handler)
+    answer = EffectAwareToolRetryMiddleware({}, backoff_seconds=0).wrap_tool_call(
+        _request(), handler
+    )
 
     assert calls == [1, 1]
     assert isinstance(answer, ToolMessage)
@@ -229,4 +264,10 @@ def test_sync_form_retries_once_then_reports() -> None:
 
 def test_backoff_is_capped_at_one_second() -> None:
     with pytest.raises(ValueError, match="backoff_seconds"):
-        ToolRetryMiddleware({}, backoff_seconds=1.5)
+        EffectAwareToolRetryMiddleware({}, backoff_seconds=1.5)
+
+
+def test_registered_name_and_the_deprecated_alias() -> None:
+    assert EffectAwareToolRetryMiddleware().name == "tool-retry"
+    assert oracle_core.ToolRetryMiddleware is oracle_core.EffectAwareToolRetryMiddleware
+    assert oracle_core.EffectAwareToolRetryMiddleware is EffectAwareToolRetryMiddleware

@@ -16,7 +16,7 @@ from oracle_core._middleware.contract import (
 from oracle_core._middleware.gate import CapabilityGateMiddleware
 from oracle_core._middleware.page_context import PageContextMiddleware
 from oracle_core._middleware.repetition import ToolRepetitionGuardMiddleware
-from oracle_core._middleware.retry import ToolRetryMiddleware
+from oracle_core._middleware.retry import EffectAwareToolRetryMiddleware, ToolRetryMiddleware
 from oracle_core._middleware.safety import DEFAULT_REFUSAL, SafetyGuardrailMiddleware
 from oracle_core._middleware.validation import ToolValidationMiddleware
 
@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_REFUSAL",
     "RESERVED_MIDDLEWARE_NAMES",
     "CapabilityGateMiddleware",
+    "EffectAwareToolRetryMiddleware",
     "PageContextMiddleware",
     "SafetyGuardrailMiddleware",
     "ToolRepetitionGuardMiddleware",

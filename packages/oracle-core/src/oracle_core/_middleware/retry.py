@@ -1,4 +1,21 @@
-"""``tool-retry``: one more attempt for a tool that raised, then an error message."""
+"""``tool-retry``: one more attempt for a tool that raised, then an error message.
+
+LangChain ships a ``ToolRetryMiddleware`` of its own
+(``langchain.agents.middleware.ToolRetryMiddleware``). Its retry count, constant backoff,
+``retry_on`` filter and ``GraphBubbleUp`` pass-through could be configured to match, but
+it lacks what CORE-79 and the shared compiled agents need:
+
+- It picks the tools to retry from a fixed ``tools=`` list; we decide per call from the
+  tool's ``effect`` in the turn's tool index, read from ``TurnBindings`` at run time.
+- A tool outside that list is passed straight through, so a ``write`` tool that raises
+  fails the whole turn; we turn that single failure into an error ``ToolMessage`` too.
+- Its final message ends "Please try again.", inviting a repeat of a call that may have
+  had effects; an ``on_failure`` callable is not told the tool. Ours names the tool.
+- It logs nothing; we log the final failure with its traceback.
+
+Hence ``EffectAwareToolRetryMiddleware``, named apart from LangChain's; the old name stays
+as a deprecated alias of the same class.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +35,7 @@ from pydantic import ValidationError
 from oracle_core._middleware._common import error_tool_message, tool_index
 from oracle_core._tools import ToolInfo
 
-__all__ = ["ToolRetryMiddleware"]
+__all__ = ["EffectAwareToolRetryMiddleware", "ToolRetryMiddleware"]
 
 _logger = logging.getLogger("oracle.middleware.tool_retry")
 
@@ -33,14 +50,15 @@ _PASS_THROUGH: tuple[type[BaseException], ...] = (
 _MAX_BACKOFF_SECONDS = 1.0
 
 
-class ToolRetryMiddleware(AgentMiddleware[AgentState[Any], Any]):
+class EffectAwareToolRetryMiddleware(AgentMiddleware[AgentState[Any], Any]):
     """Runs a failed tool once more, except ``write`` and ``destructive`` tools (CORE-79).
 
     A tool that raises is re-run once after ``backoff_seconds``; ``write`` and
     ``destructive`` tools are never re-run, since the first attempt may have changed
-    something. The final failure becomes
-    an error ``ToolMessage`` with the exception type and message. Argument-validation
-    errors, ``GraphBubbleUp`` and cancellation propagate untouched.
+    something. The final failure, a write's first one included, becomes an error
+    ``ToolMessage`` with the exception type and message. Argument-validation errors,
+    ``GraphBubbleUp`` and cancellation propagate untouched. It is registered as
+    ``tool-retry``.
 
     Args:
         tool_index: What the runtime knows about each bound tool, by name; ``None`` reads
@@ -121,3 +139,11 @@ class ToolRetryMiddleware(AgentMiddleware[AgentState[Any], Any]):
             raise
         except Exception as exc:
             return self._failure(request, exc, attempts=2)
+
+
+ToolRetryMiddleware = EffectAwareToolRetryMiddleware
+"""Deprecated alias of ``EffectAwareToolRetryMiddleware``, kept for existing imports.
+
+It is the same class, so ``isinstance`` checks and subclasses keep working; new code
+should use the new name, which does not clash with LangChain's ``ToolRetryMiddleware``.
+"""
