@@ -70,8 +70,8 @@ async def replicas(
         serve(plugins, **shared) as (first, first_url),
         serve(plugins, **shared) as (second, second_url),
     ):
-        assert first.control_bus is not None
-        assert second.control_bus is not None
+        assert first.state.settings.socketio_message_queue
+        assert second.state.settings.socketio_message_queue
         yield first, first_url, second, second_url
 
 

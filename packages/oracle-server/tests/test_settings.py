@@ -1,4 +1,4 @@
-"""Server settings: the message-queue variables and the shared-mode boot rule (SRV-54)."""
+"""Server settings: core's variables plus the server's, every rule checked before boot."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from oracle_core import EnvValidationError
-from oracle_server import create_oracle_app, freeze_boot_objects
+from oracle_core import CoreEnv, EnvValidationError
+from oracle_server import ServerSettings, create_oracle_app, freeze_boot_objects
 from oracle_server._settings import check_replica_bus, load_settings
 from oracle_server.testing import free_port
 
@@ -26,11 +26,14 @@ LOCAL = {"ORACLE_BACKEND": "local"}  # no Matrix variables needed
     ],
 )
 def test_shared_mode_without_a_queue_is_refused(database_url: str) -> None:
-    settings = load_settings({**LOCAL, "DATABASE_URL": database_url})
+    settings = ServerSettings.from_env({**LOCAL, "DATABASE_URL": database_url})
     assert settings.shared_storage
 
     with pytest.raises(EnvValidationError) as caught:
         check_replica_bus(settings)
+    with pytest.raises(EnvValidationError) as loaded:
+        load_settings({**LOCAL, "DATABASE_URL": database_url})
+    assert loaded.value.errors == caught.value.errors
 
     [line] = caught.value.errors
     assert "'SOCKETIO_MESSAGE_QUEUE'" in line
@@ -58,12 +61,10 @@ def test_embedded_mode_a_queue_or_a_single_replica_declaration_boots(env: dict[s
 
 
 def test_empty_values_count_as_unset() -> None:
-    settings = load_settings(
-        {**LOCAL, "DATABASE_URL": UNREACHABLE_POSTGRES, "SOCKETIO_MESSAGE_QUEUE": ""}
-    )
-    assert settings.socketio_message_queue is None
+    env = {**LOCAL, "DATABASE_URL": UNREACHABLE_POSTGRES, "SOCKETIO_MESSAGE_QUEUE": ""}
+    assert ServerSettings.from_env(env).socketio_message_queue is None
     with pytest.raises(EnvValidationError):
-        check_replica_bus(settings)
+        load_settings(env)
 
 
 @pytest.mark.parametrize(
@@ -73,6 +74,12 @@ def test_empty_values_count_as_unset() -> None:
         ("SOCKETIO_MESSAGE_QUEUE", "127.0.0.1:6379"),
         ("ALLOW_SINGLE_REPLICA_POSTGRES", "1"),
         ("ALLOW_SINGLE_REPLICA_POSTGRES", "True"),
+        ("REDIS_URL", "http://127.0.0.1:6379"),
+        ("DATABASE_URL", "mysql://root@127.0.0.1/oracle"),
+        ("DATABASE_URL", "oracle.db"),
+        ("DOCS_ASSET_BASE_URL", "cdn.example/swagger"),
+        ("PORT", "70000"),
+        ("PORT", "-1"),
     ],
 )
 def test_bad_values_are_refused_naming_the_variable(variable: str, value: str) -> None:
@@ -81,6 +88,53 @@ def test_bad_values_are_refused_naming_the_variable(variable: str, value: str) -
 
     [line] = caught.value.errors
     assert f"'{variable}'" in line
+    # Core's own variables are reported as core's, the server's as the server's.
+    core_variables = {info.alias for info in CoreEnv.model_fields.values()}
+    owner = "core" if variable in core_variables else "server"
+    assert line.startswith(f"[boot-error] Plugin '{owner}' env validation failed")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("DOCS_ASSET_BASE_URL", "cdn.example/swagger"),
+        ("REDIS_URL", "http://127.0.0.1:6379"),
+        ("DATABASE_URL", "mysql://root@127.0.0.1/oracle"),
+        ("PORT", "70000"),
+    ],
+)
+async def test_a_bad_setting_fails_the_boot_before_anything_opens(
+    tmp_path: Path, variable: str, value: str
+) -> None:
+    env = {**LOCAL, "SQLITE_DATABASE_PATH": str(tmp_path / "data"), variable: value}
+
+    with pytest.raises(EnvValidationError, match=variable):
+        await create_oracle_app(
+            {"name": "Refused"}, env=env, discover_entry_points=False, require_llm=False
+        )
+
+    # No database, no development key: the settings are checked first.
+    assert not (tmp_path / "data").exists()
+
+
+def test_the_server_reads_cores_variables_with_cores_defaults_and_rules() -> None:
+    server_names = {info.alias for info in ServerSettings.model_fields.values()}
+    assert {info.alias for info in CoreEnv.model_fields.values()} <= server_names
+    for env in ({}, {"ORACLE_BACKEND": "local"}, {"ORACLE_BACKEND": "local", "PORT": "8080"}):
+        core = CoreEnv.model_validate(env)
+        server = ServerSettings.model_validate(env)
+        assert server.model_dump(include=set(CoreEnv.model_fields)) == core.model_dump()
+    assert ServerSettings.from_env(LOCAL).sqlite_path == "./data/sqlite"
+
+
+def test_the_ixo_backend_needs_cores_variables_before_the_server_boots() -> None:
+    with pytest.raises(EnvValidationError) as caught:
+        load_settings({"ORACLE_BACKEND": "ixo", "MATRIX_ENABLED": "false"})
+
+    missing = [line.split("'")[3] for line in caught.value.errors]
+    assert "SQLITE_DATABASE_PATH" in missing
+    assert "ORACLE_DID" in missing
+    assert not [var for var in missing if var.startswith("MATRIX_")]
 
 
 async def test_the_boot_fails_before_opening_the_database(tmp_path: Path) -> None:

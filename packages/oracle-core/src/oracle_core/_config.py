@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -108,12 +108,19 @@ def load_oracle_config(config: OracleConfig | Mapping[str, Any] | None) -> Oracl
 
 
 class CoreEnv(BaseModel):
-    """Tier-0 environment variables (CORE-37); field aliases are the variable names."""
+    """Tier-0 environment variables (CORE-37); field aliases are the variable names.
+
+    The server's settings extend this model rather than declaring these variables again,
+    so each has one default and one rule. ``from_env`` is the way to read an environment.
+    """
 
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
+    ENV_OWNER: ClassVar[str] = "core"
+    """Who error lines name for the variables a subclass adds (core's own say ``core``)."""
+
     node_env: Literal["development", "production", "test"] = Field("development", alias="NODE_ENV")
-    port: int = Field(3000, alias="PORT")
+    port: int = Field(3000, alias="PORT", ge=0, le=65535)
     cors_origin: str = Field("*", alias="CORS_ORIGIN")
     oracle_name: str | None = Field(None, alias="ORACLE_NAME")
     network: Literal["mainnet", "testnet", "devnet"] | None = Field(None, alias="NETWORK")
@@ -171,10 +178,67 @@ class CoreEnv(BaseModel):
                 raise ValueError(f"'{pair}' is not role=model")
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _local_sqlite_path(cls, data: Any) -> Any:
+        # Local mode needs no variable at all; with ixo the path is required instead.
+        if not isinstance(data, Mapping):
+            return data
+        backend = data.get("ORACLE_BACKEND", data.get("oracle_backend"))
+        path = data.get("SQLITE_DATABASE_PATH", data.get("sqlite_database_path"))
+        if backend == "local" and path is None:
+            return {**data, "SQLITE_DATABASE_PATH": LOCAL_SQLITE_PATH}
+        return data
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Self:
+        """Validate the variables of ``env`` that this model declares (CORE-33 … 37).
+
+        Empty values count as unset, as ``.env`` files often carry ``VAR=`` placeholders.
+        With ``ORACLE_BACKEND=ixo`` every variable the IXO backend needs is required (the
+        Matrix ones not when ``MATRIX_ENABLED=false`` drops the server's Matrix layer).
+
+        Args:
+            env: The environment, e.g. ``os.environ``.
+
+        Returns:
+            The validated model.
+
+        Raises:
+            EnvValidationError: one line per failing variable, each naming its owner
+                (``core`` for Tier-0 variables, ``ENV_OWNER`` for a subclass's own).
+        """
+        present = {k: v for k, v in env.items() if v != ""}
+        names = env_var_names(cls)
+        try:
+            value = cls.model_validate({k: present[k] for k in names if k in present})
+        except ValidationError as exc:
+            raise EnvValidationError(_env_errors(cls._owner_of, exc)) from exc
+        if not value.is_local:
+            # The server's MATRIX_ENABLED=false drops the Matrix layer and its variables.
+            matrix_off = present.get("MATRIX_ENABLED") == "false"
+            missing = [
+                var
+                for var in IXO_REQUIRED
+                if var not in present and not (matrix_off and var.startswith("MATRIX_"))
+            ]
+            if missing:
+                raise EnvValidationError([_required_line(var) for var in missing])
+        return value
+
+    @classmethod
+    def _owner_of(cls, variable: str) -> str:
+        return "core" if variable in _CORE_VARIABLES else cls.ENV_OWNER
+
     @property
     def is_local(self) -> bool:
         """Whether ``ORACLE_BACKEND=local``."""
         return self.oracle_backend == "local"
+
+    @property
+    def sqlite_path(self) -> str:
+        """``SQLITE_DATABASE_PATH``, or its local-mode default ``./data/sqlite``."""
+        return self.sqlite_database_path or LOCAL_SQLITE_PATH
 
     def role_models(self) -> dict[str, str]:
         """``OPENAI_COMPATIBLE_ROLE_MODELS`` parsed into role → model."""
@@ -196,6 +260,22 @@ def env_var_names(schema: type[BaseModel]) -> dict[str, str]:
     return names
 
 
+_CORE_VARIABLES = frozenset(env_var_names(CoreEnv))
+
+
+def _required_line(variable: str) -> str:
+    fix = (
+        "with the Matrix layer on (set MATRIX_ENABLED=false to run without it, or "
+        "ORACLE_BACKEND=local to run without Matrix and the chain)"
+        if variable.startswith("MATRIX_")
+        else "(set ORACLE_BACKEND=local to run without Matrix and the chain)"
+    )
+    return (
+        f"[boot-error] Plugin 'core' env validation failed for '{variable}': "
+        f"required when ORACLE_BACKEND=ixo {fix}"
+    )
+
+
 @dataclass(frozen=True)
 class ComposedConfig:
     """The validated environment: core values, per-plugin instances and the merged map."""
@@ -205,12 +285,13 @@ class ComposedConfig:
     plugin_configs: Mapping[str, BaseModel | None]
 
 
-def _env_errors(owner: str, exc: ValidationError, fallback: str) -> list[str]:
+def _env_errors(owner: str | Callable[[str], str], exc: ValidationError) -> list[str]:
     lines = []
     for err in exc.errors():
-        var = str(err["loc"][0]) if err["loc"] else fallback
+        var = str(err["loc"][0]) if err["loc"] else "?"
+        who = owner(var) if callable(owner) else owner
         reason = "required but not set" if err["type"] == "missing" else err["msg"]
-        lines.append(f"[boot-error] Plugin '{owner}' env validation failed for '{var}': {reason}")
+        lines.append(f"[boot-error] Plugin '{who}' env validation failed for '{var}': {reason}")
     return lines
 
 
@@ -233,27 +314,12 @@ def compose_config(
     errors: list[str] = []
     core: CoreEnv | None = None
     try:
-        core = CoreEnv.model_validate({k: present[k] for k in core_names if k in present})
-    except ValidationError as exc:
-        errors.extend(_env_errors("core", exc, "?"))
-    if core is not None and not core.is_local:
-        # The server's MATRIX_ENABLED=false drops the Matrix layer and its variables.
-        matrix_off = present.get("MATRIX_ENABLED") == "false"
-        for var in IXO_REQUIRED:
-            if var not in present and not (matrix_off and var.startswith("MATRIX_")):
-                errors.append(
-                    f"[boot-error] Plugin 'core' env validation failed for '{var}': "
-                    "required when ORACLE_BACKEND=ixo (set ORACLE_BACKEND=local to run "
-                    "without Matrix and the chain)"
-                )
+        core = CoreEnv.from_env(env)
+    except EnvValidationError as exc:
+        errors.extend(exc.errors)
 
     values: dict[str, Any] = {}
     if core is not None:
-        values.update(
-            {var: getattr(core, field) for var, field in core_names.items() if var in present}
-        )
-        if core.is_local and core.sqlite_database_path is None:
-            core = core.model_copy(update={"sqlite_database_path": LOCAL_SQLITE_PATH})
         values.update({var: getattr(core, field) for var, field in core_names.items()})
 
     owners: dict[str, str] = {}
@@ -284,7 +350,7 @@ def compose_config(
         try:
             instance = schema.model_validate({k: present[k] for k in names if k in present})
         except ValidationError as exc:
-            errors.extend(_env_errors(plugin, exc, "?"))
+            errors.extend(_env_errors(plugin, exc))
             continue
         plugin_configs[plugin] = instance
         values.update({var: getattr(instance, field) for var, field in names.items()})

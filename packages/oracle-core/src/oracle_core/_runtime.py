@@ -414,7 +414,7 @@ class OracleRuntime:
         )
 
     def _default_hooks(self) -> MainAgentHooks:
-        path = self.composed.core.sqlite_database_path or "./data/sqlite"
+        path = self.composed.core.sqlite_path
         savers = SqliteCheckpointers(os.path.join(path, "checkpoints"))
         self._stack.push_async_callback(savers.aclose)
         return MainAgentHooks(checkpointer_for_user=savers)

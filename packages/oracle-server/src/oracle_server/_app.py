@@ -8,31 +8,44 @@ import gc
 import logging
 import signal
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import Any
 
 from starlette.types import ASGIApp
 
 from oracle_core import OracleRuntime, PluginStatusChangeEvent
 from oracle_server._http.state import ServerState
-from oracle_server._replicas.redis import ControlBus
 from oracle_server._socket.gateway import SocketGateway
 
 __all__ = ["OracleApp", "freeze_boot_objects"]
 
 
 class OracleApp:
-    """A booted oracle: the ASGI app, its lifecycle and ``listen``."""
+    """A booted oracle: the ASGI app, its lifecycle and ``listen``.
 
-    # --- socket.io gateway (SRV-47 … 54): set by create_oracle_app ---
-    gateway: SocketGateway | None = None
-    """The socket.io gateway: plugin events to session rooms, browser-tool round trips."""
-    control_bus: ControlBus | None = None
-    """With ``SOCKETIO_MESSAGE_QUEUE``: client results and aborts between replicas."""
-    # --- end socket.io gateway ---
+    Made by ``create_oracle_app``, which hands over the exit stack of the boot: closing
+    the app unwinds it (turns drain first, the replicas' connections close last).
 
-    def __init__(self, state: ServerState, asgi: ASGIApp, *, skip_graceful_shutdown: bool) -> None:
+    Attributes:
+        state: The server's parts (``runtime``, ``runner``, ``storage``, ...).
+        asgi: The ASGI app: socket.io in front of Starlette.
+        gateway: The socket.io gateway: plugin events to session rooms, browser-tool and
+            AG-UI round trips.
+    """
+
+    def __init__(
+        self,
+        state: ServerState,
+        asgi: ASGIApp,
+        *,
+        gateway: SocketGateway,
+        closer: AsyncExitStack,
+        skip_graceful_shutdown: bool,
+    ) -> None:
         self.state = state
         self.asgi = asgi
+        self.gateway = gateway
+        self._closer = closer
         self._skip_graceful_shutdown = skip_graceful_shutdown
         self._before_listen: list[Callable[[], Awaitable[None] | None]] = []
         self._listening = False
@@ -97,10 +110,8 @@ class OracleApp:
             frozen = freeze_boot_objects()
             logging.getLogger("oracle.server").debug("gc: froze %d boot objects", frozen)
 
-        # --- socket.io gateway: close sockets as soon as shutdown starts (SRV-12 step 1) ---
-        if self.gateway is not None:
-            shutdown_trigger = self.gateway.closing_after(shutdown_trigger)
-        # --- end socket.io gateway ---
+        # Sockets close as soon as shutdown starts (SRV-12 step 1).
+        shutdown_trigger = self.gateway.closing_after(shutdown_trigger)
         try:
             await serve(
                 self.asgi,  # type: ignore[arg-type]
@@ -140,32 +151,11 @@ class OracleApp:
         self._stop.set()
 
     async def aclose(self) -> None:
-        """Drain turns, then close storage, checkpointers, coordination and the runtime."""
+        """Drain the turns, then close what the boot opened, newest first (idempotent)."""
         if self._closed:
             return
         self._closed = True
-        state = self.state
-        matrix = state.matrix
-        steps: list[Callable[[], Awaitable[Any]]] = [
-            lambda: state.runner.drain(float(state.settings.shutdown_drain_seconds)),
-            state.finish_background,
-            *([matrix.flush] if matrix is not None else []),
-            # After the drain, so the last events of the drained turns reach other replicas.
-            *([self.gateway.close_queue] if self.gateway is not None else []),
-            *([self.control_bus.aclose] if self.control_bus is not None else []),
-            state.checkpointers.aclose,
-            state.storage.close,
-            state.runner.locks.aclose,
-            state.runner.runs.aclose,
-            state.limiter.aclose,
-            *([matrix.aclose] if matrix is not None else []),
-            state.runtime.aclose,
-        ]
-        for step in steps:
-            try:
-                await step()
-            except Exception:
-                logging.getLogger("oracle.server").exception("shutdown step failed")
+        await self._closer.aclose()
 
 
 def freeze_boot_objects() -> int:

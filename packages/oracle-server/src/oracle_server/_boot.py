@@ -1,131 +1,136 @@
-"""``create_oracle_app`` and ``OracleApp``: the core runtime behind an HTTP server (CORE-98)."""
+"""``create_oracle_app``: the core runtime behind the oracle's HTTP server (CORE-98, SRV-5).
+
+The settings are checked first: nothing is opened until every rule a setting can fail
+has passed. Then the builders run in the order of ``BUILDERS``, on one
+``AsyncExitStack``:
+
+1. ``open_replicas``: what replicas share — the control bus, run log, turn locks and
+   rate limits (in Redis with their URLs, else in this process);
+2. ``open_storage``: the server database and the checkpointers (per-user files or
+   PostgreSQL);
+3. ``build_socket_layer``: the socket.io gateway and the event sink of turns;
+4. ``build_matrix_layer``: the Matrix layer (built here, started by the ASGI lifespan);
+5. ``boot_runtime``: the core runtime with the server's services, plugins entered;
+6. ``build_turns``: the turn runner and what follows each turn;
+7. ``build_asgi_app``: Starlette with the pipeline, socket.io in front.
+
+Each builder opens its part and pushes what closes it. When a builder fails, the stack
+closes what the builders before it opened, newest first, and the error propagates. A
+booted ``OracleApp`` keeps the stack: its ``aclose`` unwinds it the same way, so the
+turns drain first and the replicas' connections close last.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import functools
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from datetime import UTC, datetime
-from pathlib import Path
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
-from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute
+from starlette.types import ASGIApp
 
 from oracle_core import (
-    ROUTE_RUNTIME_APP_STATE,
     AmbientServices,
     AuthExcludedRoute,
+    BlobStore,
     CoreEnv,
+    EventSink,
     FeatureValue,
     LocalSecretsService,
     MainAgentHooks,
+    MatrixService,
     OracleConfig,
-    OracleEvent,
     OraclePlugin,
+    OracleRuntime,
     PermissiveUcanService,
     ProviderLLM,
+    UcanService,
     UnavailableMatrixService,
     create_runtime,
 )
-from oracle_core._resolution import PluginStatusChangeEvent
 from oracle_server._app import OracleApp
 from oracle_server._auth.authenticator import Authenticator
+from oracle_server._auth.keys import OracleKey, oracle_signer
 from oracle_server._auth.ucan_service import IxoUcanService
-from oracle_server._http.errors import (
-    HTTPError,
-    handle_http_error,
-    handle_method_not_allowed,
-    handle_not_found,
-    handle_storage_unavailable,
-)
-from oracle_server._http.pipeline import (
-    BUILTIN_EXCLUSIONS,
-    BodyLimitMiddleware,
-    ExclusionMatcher,
-    Protection,
-    ProtectionMiddleware,
-    RequestIdMiddleware,
-    SecurityHeadersMiddleware,
-    SubscriptionCheck,
-)
-from oracle_server._http.ratelimit import create_rate_limiter
-from oracle_server._http.routes import (
-    delegation_routes,
-    history_routes,
-    message_routes,
-    session_routes,
-    system_routes,
-)
+from oracle_server._http.app import build_http_app
+from oracle_server._http.pipeline import SubscriptionCheck
+from oracle_server._http.ratelimit import RateLimiter, create_rate_limiter
+from oracle_server._http.routes.system import listed_models
 from oracle_server._http.state import ServerState
 from oracle_server._matrix.layer import MatrixLayer
 from oracle_server._persistence import (
-    SessionRecord,
+    ReauthPrompts,
+    Sessions,
     Storage,
-    StorageUnavailableError,
     UserDatabases,
     database_url,
     open_checkpointers,
 )
 from oracle_server._replicas.redis import ControlBus
-from oracle_server._settings import ServerSettings, check_replica_bus, load_settings
+from oracle_server._settings import ServerSettings, load_settings
+from oracle_server._socket.frontend_tools import FrontendToolsPlugin
 from oracle_server._socket.gateway import SocketGateway
-from oracle_server._turns.locks import create_turn_locks
-from oracle_server._turns.runlog import create_run_log
-from oracle_server._turns.runner import ActiveTurn, ServerEventSink, TurnRunner
-from oracle_server._turns.titles import UNTITLED, fallback_title, generate_title, has_title_model
-from oracle_ucan import ChainVerifier, Ed25519Signer, default_resolver
+from oracle_server._turns.bookkeeping import TurnBookkeeping
+from oracle_server._turns.locks import TurnLocks, create_turn_locks
+from oracle_server._turns.runlog import RunLog, create_run_log
+from oracle_server._turns.runner import ServerEventSink, TurnRunner
+from oracle_server._turns.titles import has_title_model
+from oracle_ucan import ChainVerifier, default_resolver
 
-__all__ = ["create_oracle_app", "oracle_signer"]
+__all__ = ["BUILDERS", "create_oracle_app"]
 
-CORS_ALLOW_HEADERS = [
-    "Content-Type",
-    "Authorization",
-    "x-ucan-delegation",
-    "x-matrix-access-token",
-    "x-matrix-homeserver",
-    "x-did",
-    "x-request-id",
-    "x-auth-type",
-    "x-timezone",
-]
-CORS_METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
-CORS_EXPOSE = ["X-Request-Id", "X-Run-Id"]
-DEV_KEY_FILE = "oracle-dev-key.txt"
+logger = logging.getLogger("oracle.server")
 
-
-def oracle_signer(settings: ServerSettings) -> Ed25519Signer | None:
-    """The oracle's UCAN key: ``ORACLE_SIGNING_MNEMONIC``, or in local mode a development
-    key kept under ``SQLITE_DATABASE_PATH`` (created on first run)."""
-    if settings.oracle_signing_mnemonic:
-        return Ed25519Signer.from_mnemonic(settings.oracle_signing_mnemonic)
-    if not settings.is_local:
-        return None
-    path = Path(settings.sqlite_database_path) / DEV_KEY_FILE
-    if path.exists():
-        return Ed25519Signer.parse(path.read_text().strip())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    signer = Ed25519Signer.generate()
-    path.write_text(signer.format() + "\n")
-    path.chmod(0o600)
-    return signer
+BUILDERS = (
+    "open_replicas",
+    "open_storage",
+    "build_socket_layer",
+    "build_matrix_layer",
+    "boot_runtime",
+    "build_turns",
+    "build_asgi_app",
+)
+"""The boot's builders, in the order they run."""
 
 
-def _model_list(core: CoreEnv) -> list[dict[str, Any]]:
-    if core.llm_provider == "openai-compatible" and core.openai_compatible_model:
-        roles = core.role_models()
-        # The default is what the main agent runs: the ``main`` role's model when set.
-        ids = [roles.get("main", core.openai_compatible_model), *roles.values()]
-        ids.append(core.openai_compatible_model)
-    else:
-        ids = [core.llm_provider]
-    unique = list(dict.fromkeys(ids))
-    return [{"id": model, "isDefault": index == 0} for index, model in enumerate(unique)]
+@dataclass(frozen=True)
+class Replicas:
+    """What the replicas of one oracle share (in this process when there is one)."""
+
+    bus: ControlBus | None
+    runs: RunLog
+    locks: TurnLocks
+    limiter: RateLimiter
+
+
+@dataclass(frozen=True)
+class Persistence:
+    """The server database, the checkpointers and where sessions live."""
+
+    storage: Storage
+    checkpointers: Any
+    sessions: Sessions
+    user_dbs: UserDatabases | None
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """``create_oracle_app``'s arguments for ``create_runtime``, forwarded unchanged."""
+
+    features: Mapping[str, FeatureValue] | None
+    plugins: Sequence[OraclePlugin]
+    manifest_overrides: Mapping[str, Mapping[str, Any]] | None
+    hooks: MainAgentHooks | None
+    bundled_plugins: Sequence[OraclePlugin] | None
+    discover_entry_points: bool
+    require_llm: bool
+    logger: logging.Logger | None
 
 
 async def create_oracle_app(
@@ -154,123 +159,140 @@ async def create_oracle_app(
     ``auth_excluded_routes`` join the built-in public routes. ``subscription_check``
     (``async (auth) -> None``, raising ``HTTPError(402, …)``) gates every protected route
     after authentication; the credits plugin supplies one.
+
+    Raises:
+        EnvValidationError: a setting is invalid; nothing was opened.
+        OracleBootError: the runtime did not boot; everything opened before was closed.
     """
     environment = dict(os.environ if env is None else env)
     settings = load_settings(environment)
-    check_replica_bus(settings)
-    log = logger or logging.getLogger("oracle")
-    signer = oracle_signer(settings)
-    oracle_did = settings.oracle_did or (signer.did() if signer else "")
-    queue = settings.socketio_message_queue
-    control_bus = ControlBus(queue) if queue else None
-    if control_bus is not None:
-        # First, so that a replica that cannot reach the bus fails before opening anything
-        # else; until the handlers are attached below there is no turn to abort or settle.
-        try:
-            await control_bus.start()
-        except BaseException:
-            await control_bus.aclose()
-            raise
+    key = OracleKey(oracle_signer(settings))
+    oracle_did = settings.oracle_did or (key.signer.did() if key.signer else "")
+    options = RuntimeOptions(
+        features=features,
+        plugins=plugins,
+        manifest_overrides=manifest_overrides,
+        hooks=hooks,
+        bundled_plugins=bundled_plugins,
+        discover_entry_points=discover_entry_points,
+        require_llm=require_llm,
+        logger=logger,
+    )
+    stack = AsyncExitStack()
     try:
-        storage = await Storage.open(
-            database_url(settings.database_url, settings.sqlite_database_path)
+        replicas = await open_replicas(stack, settings)
+        persistence = await open_storage(stack, settings, oracle_did=oracle_did)
+        authenticator = build_authenticator(settings, persistence.storage, oracle_did)
+        gateway, events = build_socket_layer(
+            stack, settings, persistence.sessions, authenticator, replicas.bus
+        )
+        matrix = (
+            build_matrix_layer(stack, settings, persistence, key)
+            if settings.matrix_active and not skip_matrix_init
+            else None
+        )
+        runtime = await boot_runtime(
+            stack,
+            config,
+            settings,
+            environment,
+            options,
+            persistence=persistence,
+            gateway=gateway,
+            events=events,
+            matrix=matrix,
+            key=key,
+            oracle_did=oracle_did,
+        )
+        runner, bookkeeping = build_turns(
+            stack, settings, runtime, replicas, persistence, events, matrix
+        )
+        state = ServerState(
+            runtime=runtime,
+            settings=settings,
+            storage=persistence.storage,
+            runner=runner,
+            bookkeeping=bookkeeping,
+            authenticator=authenticator,
+            oracle_did=oracle_did,
+            oracle_name=runtime.identity.name,
+            checkpointers=persistence.checkpointers,
+            sessions=persistence.sessions,
+            limiter=replicas.limiter,
+            key=key,
+            models=listed_models(settings),
+            matrix=matrix,
+        )
+        asgi = build_asgi_app(
+            state,
+            gateway,
+            routes=routes,
+            auth_excluded_routes=auth_excluded_routes,
+            subscription_check=subscription_check,
+        )
+        return OracleApp(
+            state,
+            asgi,
+            gateway=gateway,
+            closer=stack,
+            skip_graceful_shutdown=skip_graceful_shutdown,
         )
     except BaseException:
-        if control_bus is not None:
-            await control_bus.aclose()
+        await stack.aclose()
         raise
+
+
+# --- the builders -----------------------------------------------------------------------
+
+
+async def open_replicas(stack: AsyncExitStack, settings: ServerSettings) -> Replicas:
+    """The control bus (``SOCKETIO_MESSAGE_QUEUE``), run log, turn locks and rate limits
+    (``REDIS_URL``); each stays in this process without its URL.
+
+    The bus subscribes first, so that a replica that cannot reach it fails before
+    anything else is opened.
+    """
+    bus: ControlBus | None = None
+    if settings.socketio_message_queue:
+        bus = ControlBus(settings.socketio_message_queue)
+        stack.push_async_callback(_closing("the replica bus", bus.aclose))
+        await bus.start()
+    runs = create_run_log(settings.redis_url, replica_timeout=settings.run_replica_timeout_seconds)
+    stack.push_async_callback(_closing("the run log", runs.aclose))
+    locks = create_turn_locks(settings.redis_url)
+    stack.push_async_callback(_closing("the turn locks", locks.aclose))
+    limiter = create_rate_limiter(settings.redis_url)
+    stack.push_async_callback(_closing("the rate limiter", limiter.aclose))
+    return Replicas(bus=bus, runs=runs, locks=locks, limiter=limiter)
+
+
+async def open_storage(
+    stack: AsyncExitStack, settings: ServerSettings, *, oracle_did: str
+) -> Persistence:
+    """The server database (``DATABASE_URL``, else SQLite under ``SQLITE_DATABASE_PATH``)
+    and the checkpointers: one file per user, or PostgreSQL in shared mode."""
+    storage = await Storage.open(database_url(settings.database_url, settings.sqlite_path))
+    stack.push_async_callback(_closing("the server database", storage.close))
     checkpointers = await open_checkpointers(
         storage.kind,
-        storage.url if storage.kind == "postgresql" else settings.sqlite_database_path,
+        storage.url if storage.kind == "postgresql" else settings.sqlite_path,
         oracle_did=oracle_did,
         max_open=settings.max_open_user_dbs,
     )
+    stack.push_async_callback(_closing("the checkpointers", checkpointers.aclose))
     user_dbs = checkpointers if isinstance(checkpointers, UserDatabases) else None
-    sessions = user_dbs.sessions if user_dbs is not None else storage.sessions
-    events = ServerEventSink()
-    # --- socket.io gateway (SRV-47 … 54): rooms get plugin events; frontend-tools plugin ---
-    from oracle_server._socket.frontend_tools import FrontendToolsPlugin
+    return Persistence(
+        storage=storage,
+        checkpointers=checkpointers,
+        sessions=user_dbs.sessions if user_dbs is not None else storage.sessions,
+        user_dbs=user_dbs,
+    )
 
-    gateway = SocketGateway(settings, sessions, bus=control_bus)
-    events.broadcast = gateway.broadcast
-    plugins = [*plugins, FrontendToolsPlugin(gateway)]
-    # --- end socket.io gateway ---
-    core_env: list[CoreEnv] = []
-    # --- Matrix layer (SRV-6, 64 … 69): created now, started by the ASGI lifespan ---
-    booted: dict[str, Any] = {}  # the runtime and state, once they exist
 
-    def status_changed(event: PluginStatusChangeEvent) -> None:
-        booted["runtime"].emit_status_change(event)
-
-    def failed(exc: BaseException, source: str) -> None:
-        booted["runtime"].report_error(exc, source)
-
-    def signer_loaded(key: Ed25519Signer) -> None:
-        booted["state"].signer = key
-
-    matrix: MatrixLayer | None = None
-    if settings.matrix_active and not skip_matrix_init:
-        matrix = MatrixLayer(
-            settings,
-            oracle_name=settings.oracle_name or "Oracle",
-            sessions=sessions,
-            user_dbs=user_dbs,
-            files=storage.matrix_files,
-            signer=signer,
-            on_signer=signer_loaded,
-            on_status=status_changed,
-            on_error=failed,
-        )
-    # --- end Matrix layer ---
-
-    async def reauth(user_did: str) -> None:
-        throttle = core_env[0].ucan_reauth_prompt_throttle_seconds if core_env else 21600
-        if matrix is None or not await storage.reauth.should_prompt(user_did, throttle):
-            return
-        await matrix.ask_to_reauthorise(user_did)
-
-    def current_signer() -> Ed25519Signer | None:
-        state = booted.get("state")
-        return signer if state is None else state.signer
-
-    def services(core: CoreEnv) -> AmbientServices:
-        core_env.append(core)
-        ucan: PermissiveUcanService | IxoUcanService = (
-            PermissiveUcanService()
-            if settings.is_local
-            else IxoUcanService(oracle_did=oracle_did, signer=current_signer, reauth=reauth)
-        )
-        return AmbientServices(
-            secrets=LocalSecretsService(),
-            blob_store=storage.blobs,
-            matrix=matrix.service() if matrix is not None else UnavailableMatrixService(),
-            ucan=ucan,
-            events=events,
-            llm=ProviderLLM(core),
-        )
-
-    server_hooks = MainAgentHooks(checkpointer_for_user=checkpointers)
-    try:
-        runtime = await create_runtime(
-            config,
-            features=features,
-            plugins=plugins,
-            manifest_overrides=manifest_overrides,
-            hooks=(hooks or MainAgentHooks()).merged_over(server_hooks),
-            bundled_plugins=bundled_plugins,
-            discover_entry_points=discover_entry_points,
-            env=environment,
-            logger=log,
-            services=services,
-            require_llm=require_llm,
-        )
-    except BaseException:
-        await checkpointers.aclose()
-        await storage.close()
-        if control_bus is not None:
-            await control_bus.aclose()
-        raise
-    booted["runtime"] = runtime
+def build_authenticator(
+    settings: ServerSettings, storage: Storage, oracle_did: str
+) -> Authenticator:
+    """Validates the UCANs of requests and socket handshakes (``did:key`` only locally)."""
     resolver = (
         None
         if settings.is_local
@@ -279,174 +301,198 @@ async def create_oracle_app(
             ttl_seconds=float(settings.did_cache_ttl_seconds),
         )
     )
-    authenticator = Authenticator(
+    return Authenticator(
         oracle_did=oracle_did,
         max_ttl=settings.ucan_auth_max_ttl_seconds,
         verifier=ChainVerifier(resolver),
         is_revoked=storage.delegations.is_revoked,
     )
-    locks = create_turn_locks(settings.redis_url)
-    limiter = create_rate_limiter(settings.redis_url)
 
-    background: set[asyncio.Task[None]] = set()
 
-    async def title(turn: ActiveTurn, record: SessionRecord | None) -> None:
-        if record is None or record.title not in (None, UNTITLED):
-            return
-        if not (core_env and has_title_model(core_env[0])):
-            await sessions.set_title(turn.user_did, turn.session_id, fallback_title(turn.message))
-            return
+def build_socket_layer(
+    stack: AsyncExitStack,
+    settings: ServerSettings,
+    sessions: Sessions,
+    authenticator: Authenticator,
+    bus: ControlBus | None,
+) -> tuple[SocketGateway, ServerEventSink]:
+    """The socket.io gateway (SRV-47 … 54) and the sink that sends plugin events to the
+    turn's stream and the session's sockets."""
+    gateway = SocketGateway(settings, sessions, authenticator=authenticator, bus=bus)
+    stack.push_async_callback(_closing("the socket.io gateway", gateway.aclose))
+    # Closed after the turns drained, so their last events still reach other replicas.
+    stack.push_async_callback(_closing("the socket.io queue", gateway.close_queue))
+    gateway.start_queue()
+    return gateway, ServerEventSink(broadcast=gateway.broadcast)
 
-        async def ask_the_model() -> None:
-            model = runtime.ambient.llm.get("session-title")
-            made = await generate_title(model, turn.message)
-            await sessions.set_title(turn.user_did, turn.session_id, made)
-            events.emit(
-                OracleEvent(
-                    "message_cache_invalidation",
-                    {"reason": "session_title"},
-                    session_id=turn.session_id,
-                    request_id=turn.request_id,
-                    user_did=turn.user_did,
-                )
-            )
 
-        task = asyncio.get_running_loop().create_task(ask_the_model())
-        background.add(task)
-        task.add_done_callback(background.discard)
+def build_matrix_layer(
+    stack: AsyncExitStack, settings: ServerSettings, persistence: Persistence, key: OracleKey
+) -> MatrixLayer:
+    """The Matrix layer (SRV-6, 64 … 69); the ASGI lifespan starts it, never waiting."""
+    matrix = MatrixLayer(
+        settings,
+        sessions=persistence.sessions,
+        user_dbs=persistence.user_dbs,
+        files=persistence.storage.matrix_files,
+        key=key,
+    )
+    stack.push_async_callback(_closing("the Matrix layer", matrix.aclose))
+    # Before the client closes: changed user files are uploaded, chat-log posts finish.
+    stack.push_async_callback(_closing("the Matrix backups", matrix.flush))
+    return matrix
 
-    async def touch(turn: ActiveTurn) -> None:
-        # The touch returns the row, so the title check costs no second query.
-        record = await sessions.touch(turn.user_did, turn.session_id, datetime.now(UTC))
-        if turn.status == "finished":
-            await title(turn, record)
-        if matrix is not None and turn.status == "finished":
-            matrix.after_turn(
-                user_did=turn.user_did,
-                session_id=turn.session_id,
-                message=turn.message,
-                reply=turn.reply.text if turn.reply is not None else None,
-                home_server=turn.home_server,
-                client=turn.client,
-            )
 
-    async def stored_delegation(user_did: str) -> str | None:
-        stored = await storage.delegations.get(user_did)
-        if stored is None or await storage.delegations.is_revoked(stored.cid):
-            return None
-        return stored.raw
+async def boot_runtime(
+    stack: AsyncExitStack,
+    config: OracleConfig | Mapping[str, Any],
+    settings: ServerSettings,
+    environment: Mapping[str, str],
+    options: RuntimeOptions,
+    *,
+    persistence: Persistence,
+    gateway: SocketGateway,
+    events: ServerEventSink,
+    matrix: MatrixLayer | None,
+    key: OracleKey,
+    oracle_did: str,
+) -> OracleRuntime:
+    """The core runtime, with the server's services and checkpointers and the
+    frontend-tools plugin (the client's browser tools and AG-UI actions)."""
+    reauth = (
+        None
+        if matrix is None
+        else functools.partial(
+            prompt_reauthorisation,
+            persistence.storage.reauth,
+            matrix,
+            settings.ucan_reauth_prompt_throttle_seconds,
+        )
+    )
+    ucan: PermissiveUcanService | IxoUcanService = (
+        PermissiveUcanService()
+        if settings.is_local
+        else IxoUcanService(oracle_did=oracle_did, signer=key, reauth=reauth)
+    )
 
+    services = functools.partial(
+        server_services,
+        blob_store=persistence.storage.blobs,
+        matrix=matrix.service() if matrix is not None else UnavailableMatrixService(),
+        ucan=ucan,
+        events=events,
+    )
+    server_hooks = MainAgentHooks(checkpointer_for_user=persistence.checkpointers)
+    runtime = await create_runtime(
+        config,
+        features=options.features,
+        plugins=[*options.plugins, FrontendToolsPlugin(gateway)],
+        manifest_overrides=options.manifest_overrides,
+        hooks=(options.hooks or MainAgentHooks()).merged_over(server_hooks),
+        bundled_plugins=options.bundled_plugins,
+        discover_entry_points=options.discover_entry_points,
+        env=environment,
+        logger=options.logger or logging.getLogger("oracle"),
+        services=services,
+        require_llm=options.require_llm,
+    )
+    stack.push_async_callback(_closing("the runtime", runtime.aclose))
+    return runtime
+
+
+def build_turns(
+    stack: AsyncExitStack,
+    settings: ServerSettings,
+    runtime: OracleRuntime,
+    replicas: Replicas,
+    persistence: Persistence,
+    events: ServerEventSink,
+    matrix: MatrixLayer | None,
+) -> tuple[TurnRunner, TurnBookkeeping]:
+    """The turn runner (one turn per session, each a run in the run log), what follows
+    each turn, and the wiring of aborts and Matrix messages to it."""
+    bookkeeping = TurnBookkeeping(
+        persistence.sessions,
+        events,
+        runtime.ambient.llm,
+        title_model=has_title_model(settings),
+        matrix=matrix,
+    )
     runner = TurnRunner(
         runtime,
-        locks,
+        replicas.locks,
         events,
         policy=settings.session_concurrency,
-        on_finished=touch,
-        user_scope=user_dbs.use if user_dbs is not None else None,
-        stored_delegation=stored_delegation,
-        runs=create_run_log(
-            settings.redis_url, replica_timeout=settings.run_replica_timeout_seconds
-        ),
+        on_finished=bookkeeping,
+        user_scope=persistence.user_dbs.use if persistence.user_dbs is not None else None,
+        stored_delegation=persistence.storage.delegations.usable,
+        runs=replicas.runs,
     )
+    if replicas.bus is not None:
+        # SRV-54: aborts reach the replica running the turn, wherever they arrive.
+        runner.abort_elsewhere = replicas.bus.abort_elsewhere
+        replicas.bus.handle_abort(runner.abort_here)
     if matrix is not None:
-        matrix.start_turn = runner.start
-    # --- replicas (SRV-54): aborts and client results reach the replica running the turn ---
-    if control_bus is not None:
-        runner.abort_elsewhere = control_bus.abort_elsewhere
-        control_bus.handle_abort(runner.abort_here)
-        gateway.start_queue()
-    # --- end replicas ---
-    state = ServerState(
-        runtime=runtime,
-        settings=settings,
-        storage=storage,
-        runner=runner,
-        authenticator=authenticator,
-        oracle_did=oracle_did,
-        oracle_name=runtime.identity.name,
-        checkpointers=checkpointers,
-        sessions=sessions,
-        models=_model_list(core_env[0]) if core_env else [],
-        limiter=limiter,
-        signer=signer,
-        matrix=matrix,
-        background=background,
-    )
-    booted["state"] = state
-    exclusions = ExclusionMatcher(
-        [*BUILTIN_EXCLUSIONS, *auth_excluded_routes, *runtime.auth_excluded_routes]
-    )
-    protection = Protection(
-        authenticator=authenticator,
-        exclusions=exclusions,
-        rate_limiter=limiter,
-        throttle_limit=settings.throttle_limit,
-        throttle_window=settings.throttle_ttl_seconds,
-        is_ready=lambda: state.ready,
+        matrix.bind(
+            on_status=runtime.emit_status_change,
+            on_error=runtime.report_error,
+            start_turn=runner.start,
+        )
+    stack.push_async_callback(_closing("post-turn work", bookkeeping.finish))
+    drain = functools.partial(runner.drain, float(settings.shutdown_drain_seconds))
+    stack.push_async_callback(_closing("the running turns", drain))
+    return runner, bookkeeping
+
+
+def build_asgi_app(
+    state: ServerState,
+    gateway: SocketGateway,
+    *,
+    routes: Sequence[BaseRoute],
+    auth_excluded_routes: Sequence[AuthExcludedRoute],
+    subscription_check: SubscriptionCheck | None,
+) -> ASGIApp:
+    """Starlette with the pipeline and every route, ``/socket.io/`` in front of it."""
+    starlette = build_http_app(
+        state,
+        host_routes=routes,
+        auth_excluded_routes=auth_excluded_routes,
         subscription_check=subscription_check,
+        lifespan=_lifespan(state.matrix),
     )
-    origins = settings.cors_origins()
-    any_origin = origins == ["*"]
-    starlette = Starlette(
-        routes=[
-            *system_routes(),
-            *session_routes(),
-            *history_routes(),
-            *message_routes(),
-            *delegation_routes(),
-            *routes,
-            *(route for _, route in runtime.routes),
-        ],
-        middleware=[
-            Middleware(RequestIdMiddleware),
-            Middleware(
-                CORSMiddleware,
-                allow_origins=origins,
-                allow_credentials=not any_origin,
-                allow_methods=CORS_METHODS,
-                allow_headers=CORS_ALLOW_HEADERS,
-                expose_headers=CORS_EXPOSE,
-            ),
-            Middleware(SecurityHeadersMiddleware),
-            Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
-            Middleware(
-                ProtectionMiddleware, protection=protection, routes=_routes_of(lambda: starlette)
-            ),
-        ],
-        lifespan=_lifespan(matrix),
-        exception_handlers={
-            HTTPError: handle_http_error,
-            StorageUnavailableError: handle_storage_unavailable,
-            404: handle_not_found,
-            405: handle_method_not_allowed,
-            HTTPException: _starlette_http_error,
-        },
+    return gateway.asgi_app(starlette)
+
+
+# --- helpers ----------------------------------------------------------------------------
+
+
+def server_services(
+    core: CoreEnv,
+    *,
+    blob_store: BlobStore,
+    matrix: MatrixService,
+    ucan: UcanService,
+    events: EventSink,
+) -> AmbientServices:
+    """The services every request reaches (CORE-43): the models come from the core
+    environment the runtime validated."""
+    return AmbientServices(
+        secrets=LocalSecretsService(),
+        blob_store=blob_store,
+        matrix=matrix,
+        ucan=ucan,
+        events=events,
+        llm=ProviderLLM(core),
     )
 
-    starlette.state.oracle = state
-    # Plugin route handlers reach the runtime through core's route_context(request).
-    setattr(starlette.state, ROUTE_RUNTIME_APP_STATE, runtime)
-    # --- OpenAPI + offline Swagger UI (SRV-36): keep after every other route is added ---
-    from oracle_server._http.docs_ui import mount_api_docs
 
-    mount_api_docs(
-        starlette,
-        title=runtime.identity.name,
-        description=runtime.identity.description,
-        exclusions=exclusions,
-        extra_routes=[*(("host", route) for route in routes), *runtime.routes],
-        asset_base_url=environment.get("DOCS_ASSET_BASE_URL"),
-    )
-    # --- end OpenAPI ---
-    # --- socket.io gateway (SRV-47): /socket.io/ in front of Starlette ---
-    gateway.authenticator = authenticator
-    oracle_app = OracleApp(
-        state, gateway.asgi_app(starlette), skip_graceful_shutdown=skip_graceful_shutdown
-    )
-    oracle_app.gateway = gateway
-    oracle_app.control_bus = control_bus
-    # --- end socket.io gateway ---
-    return oracle_app
+async def prompt_reauthorisation(
+    prompts: ReauthPrompts, matrix: MatrixLayer, throttle_seconds: int, user_did: str
+) -> None:
+    """Ask ``user_did`` in their room to re-authorise the oracle, at most once per
+    ``UCAN_REAUTH_PROMPT_THROTTLE_SECONDS`` across replicas (UCAN-32)."""
+    if await prompts.should_prompt(user_did, throttle_seconds):
+        await matrix.ask_to_reauthorise(user_did)
 
 
 def _lifespan(matrix: MatrixLayer | None) -> Callable[[Starlette], Any]:
@@ -461,17 +507,13 @@ def _lifespan(matrix: MatrixLayer | None) -> Callable[[Starlette], Any]:
     return lifespan
 
 
-def _routes_of(app: Callable[[], Starlette]) -> Callable[[], list[BaseRoute]]:
-    """The app's route list, read when a request arrives (routes are added after wiring)."""
-    return lambda: app().router.routes
+def _closing(what: str, close: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
+    """``close`` for the exit stack: a failure is logged and the unwinding goes on."""
 
+    async def close_logging_failure() -> None:
+        try:
+            await close()
+        except Exception:
+            logger.exception("shutdown.step_failed: closing %s failed", what)
 
-async def _starlette_http_error(request: Any, exc: Exception) -> Any:
-    from oracle_server._http.errors import error_response
-
-    assert isinstance(exc, HTTPException)
-    if exc.status_code == 404:
-        return await handle_not_found(request, exc)
-    if exc.status_code == 405:
-        return await handle_method_not_allowed(request, exc)
-    return error_response(exc.status_code, str(exc.detail))
+    return close_logging_failure

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from oracle_server._app import OracleApp
-from oracle_server._boot import DEV_KEY_FILE, create_oracle_app, oracle_signer
+from oracle_server._auth.keys import DEV_KEY_FILE, oracle_signer
+from oracle_server._boot import create_oracle_app
 from oracle_server._settings import load_settings
 from oracle_ucan import Ed25519Signer, invoke
 
@@ -52,7 +53,7 @@ def _load_factory(spec: str | None) -> AppFactory:
 
 def _dev_user() -> Ed25519Signer:
     settings = load_settings(os.environ)
-    path = Path(settings.sqlite_database_path) / DEV_USER_KEY_FILE
+    path = Path(settings.sqlite_path) / DEV_USER_KEY_FILE
     if path.exists():
         return Ed25519Signer.parse(path.read_text().strip())
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,7 +67,7 @@ def _oracle_did() -> str:
     settings = load_settings(os.environ)
     if settings.oracle_did:
         return settings.oracle_did
-    dev_key = Path(settings.sqlite_database_path) / DEV_KEY_FILE
+    dev_key = Path(settings.sqlite_path) / DEV_KEY_FILE
     if dev_key.exists():  # a local oracle served from this directory (make run)
         return Ed25519Signer.parse(dev_key.read_text().strip()).did()
     signer = oracle_signer(settings)

@@ -1,22 +1,22 @@
-"""Server settings, read from the same environment as the core's Tier-0 variables."""
+"""Server settings: core's Tier-0 variables plus the server's own, checked before boot.
+
+``ServerSettings`` extends core's ``CoreEnv``, so a variable both read (``PORT``,
+``SQLITE_DATABASE_PATH``, the Matrix account, ...) has one default and one rule.
+``load_settings`` runs every check a setting can fail — types and bounds, URL shapes,
+the variables the IXO backend requires, the shared-mode rule — so that a bad value is
+refused before the boot opens anything.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-)
+from pydantic import BeforeValidator, Field, field_validator
 
-from oracle_core import EnvValidationError
+from oracle_core import CoreEnv, EnvValidationError
 
-__all__ = ["MATRIX_REQUIRED", "ServerSettings", "check_replica_bus", "load_settings"]
+__all__ = ["ServerSettings", "asset_base_url", "check_replica_bus", "load_settings"]
 
 
 def _strict_bool(value: object) -> object:
@@ -30,31 +30,35 @@ def _strict_bool(value: object) -> object:
 
 EnvBool = Annotated[bool, BeforeValidator(_strict_bool)]
 
-QUEUE_SCHEMES = ("redis", "rediss", "unix")
-
-MATRIX_REQUIRED = (
-    "MATRIX_BASE_URL",
-    "MATRIX_ORACLE_ADMIN_USER_ID",
-    "MATRIX_ACCOUNT_ROOM_ID",
-    "MATRIX_VALUE_PIN",
-)
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+DATABASE_SCHEMES = ("postgresql", "postgres", "sqlite")
 
 
-class ServerSettings(BaseModel):
-    """Variables the server owns (spec §10); field aliases are the variable names."""
+def asset_base_url(value: str | None) -> str | None:
+    """``DOCS_ASSET_BASE_URL`` normalised: ``None`` when blank, no trailing slash.
 
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+    Raises:
+        ValueError: neither an http(s) URL nor an absolute path (``docs.asset_base_url``).
+    """
+    if value is None or not value.strip():
+        return None
+    base = value.strip().rstrip("/")
+    if not base.startswith(("http://", "https://", "/")):
+        raise ValueError(
+            f"docs.asset_base_url: {value!r} is neither an http(s) URL nor an absolute path; "
+            "set DOCS_ASSET_BASE_URL to e.g. https://cdn.example/swagger-ui or unset it to "
+            "serve the bundled assets"
+        )
+    return base
+
+
+class ServerSettings(CoreEnv):
+    """Core's variables and the server's (spec §10); field aliases are the variable names."""
+
+    ENV_OWNER: ClassVar[str] = "server"
 
     host: str = Field("0.0.0.0", alias="HOST")
-    port: int = Field(3000, alias="PORT", ge=0, le=65535)
-    cors_origin: str = Field("*", alias="CORS_ORIGIN")
-    oracle_name: str | None = Field(None, alias="ORACLE_NAME")
-    oracle_did: str | None = Field(None, alias="ORACLE_DID")
-    oracle_entity_did: str | None = Field(None, alias="ORACLE_ENTITY_DID")
-    oracle_backend: Literal["ixo", "local"] = Field("ixo", alias="ORACLE_BACKEND")
-    blocksync_graphql_url: str | None = Field(None, alias="BLOCKSYNC_GRAPHQL_URL")
     database_url: str | None = Field(None, alias="DATABASE_URL")
-    sqlite_database_path: str = Field("./data/sqlite", alias="SQLITE_DATABASE_PATH")
     redis_url: str | None = Field(None, alias="REDIS_URL")
     socketio_message_queue: str | None = Field(None, alias="SOCKETIO_MESSAGE_QUEUE")
     allow_single_replica_postgres: EnvBool = Field(False, alias="ALLOW_SINGLE_REPLICA_POSTGRES")
@@ -67,21 +71,12 @@ class ServerSettings(BaseModel):
         "enqueue", alias="SESSION_CONCURRENCY_POLICY"
     )
     max_body_bytes: int = Field(1024 * 1024, alias="MAX_BODY_BYTES", ge=1024)
-    ucan_auth_max_ttl_seconds: int = Field(900, alias="UCAN_AUTH_MAX_TTL_SECONDS", gt=0)
     oracle_signing_mnemonic: str | None = Field(None, alias="ORACLE_SIGNING_MNEMONIC")
     did_cache_ttl_seconds: int = Field(300, alias="DID_CACHE_TTL_SECONDS", ge=0)
     max_open_user_dbs: int = Field(256, alias="MAX_OPEN_USER_DBS", ge=1)
     run_replica_timeout_seconds: float = Field(15.0, alias="RUN_REPLICA_TIMEOUT_SECONDS", gt=0)
+    docs_asset_base_url: str | None = Field(None, alias="DOCS_ASSET_BASE_URL")
     matrix_enabled: EnvBool = Field(True, alias="MATRIX_ENABLED")
-    matrix_base_url: str | None = Field(None, alias="MATRIX_BASE_URL")
-    matrix_oracle_admin_user_id: str | None = Field(None, alias="MATRIX_ORACLE_ADMIN_USER_ID")
-    matrix_oracle_admin_password: str | None = Field(None, alias="MATRIX_ORACLE_ADMIN_PASSWORD")
-    matrix_oracle_admin_access_token: str | None = Field(
-        None, alias="MATRIX_ORACLE_ADMIN_ACCESS_TOKEN"
-    )
-    matrix_account_room_id: str | None = Field(None, alias="MATRIX_ACCOUNT_ROOM_ID")
-    matrix_value_pin: str | None = Field(None, alias="MATRIX_VALUE_PIN")
-    matrix_store_path: str = Field("./matrix-storage", alias="MATRIX_STORE_PATH")
     matrix_checkpoint_sync: EnvBool = Field(True, alias="MATRIX_CHECKPOINT_SYNC")
     matrix_backup_debounce_seconds: float = Field(
         30.0, alias="MATRIX_BACKUP_DEBOUNCE_SECONDS", ge=0
@@ -95,24 +90,37 @@ class ServerSettings(BaseModel):
     def _origins(cls, value: str) -> str:
         return ",".join(o.strip() for o in value.split(",") if o.strip()) or "*"
 
-    @field_validator("socketio_message_queue")
+    @field_validator("redis_url", "socketio_message_queue")
     @classmethod
-    def _queue_url(cls, value: str | None) -> str | None:
-        # The control bus speaks redis-py, so only the URLs redis-py opens are accepted.
-        if value is not None and value.partition("://")[0] not in QUEUE_SCHEMES:
+    def _redis_url(cls, value: str | None) -> str | None:
+        # The locks, run logs and the replica bus speak redis-py: only its URLs are taken.
+        if value is not None and value.partition("://")[0] not in REDIS_SCHEMES:
             raise ValueError("must be a Redis URL: redis://host:6379/0, rediss://… or unix://…")
         return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        scheme, separator, _ = value.partition("://")
+        if not separator or scheme.partition("+")[0] not in DATABASE_SCHEMES:
+            raise ValueError(
+                "persistence.bad_database_url: use postgresql://user@host:5432/db (shared "
+                "mode) or sqlite:///path/oracle.db, or leave DATABASE_URL unset"
+            )
+        return value
+
+    @field_validator("docs_asset_base_url")
+    @classmethod
+    def _asset_base_url(cls, value: str | None) -> str | None:
+        return asset_base_url(value)
 
     @property
     def shared_storage(self) -> bool:
         """Whether ``DATABASE_URL`` is PostgreSQL (shared mode, SRV-55)."""
         scheme = (self.database_url or "").partition("://")[0]
         return scheme.split("+", 1)[0] in ("postgresql", "postgres")
-
-    @property
-    def is_local(self) -> bool:
-        """Whether ``ORACLE_BACKEND=local``."""
-        return self.oracle_backend == "local"
 
     @property
     def matrix_active(self) -> bool:
@@ -125,35 +133,20 @@ class ServerSettings(BaseModel):
 
 
 def load_settings(env: Mapping[str, str]) -> ServerSettings:
-    """Validate the server's variables; empty values count as unset.
+    """Validate the server's environment; empty values count as unset.
+
+    Args:
+        env: The environment, e.g. ``os.environ``.
+
+    Returns:
+        The settings, every rule checked (``check_replica_bus`` included).
 
     Raises:
-        EnvValidationError: one line per invalid variable, owner ``server``.
+        EnvValidationError: one line per invalid variable, naming its owner (``core`` or
+            ``server``).
     """
-    present = {k: v for k, v in env.items() if v != ""}
-    try:
-        settings = ServerSettings.model_validate(present)
-    except ValidationError as exc:
-        raise EnvValidationError(
-            [
-                f"[boot-error] Plugin 'server' env validation failed for "
-                f"'{err['loc'][0] if err['loc'] else '?'}': {err['msg']}"
-                for err in exc.errors()
-            ]
-        ) from exc
-    if settings.matrix_active:
-        missing = [var for var in MATRIX_REQUIRED if var not in present]
-        if not {"MATRIX_ORACLE_ADMIN_ACCESS_TOKEN", "MATRIX_ORACLE_ADMIN_PASSWORD"} & set(present):
-            missing.append("MATRIX_ORACLE_ADMIN_ACCESS_TOKEN")
-        if missing:
-            raise EnvValidationError(
-                [
-                    f"[boot-error] Plugin 'server' env validation failed for '{var}': "
-                    "required with the Matrix layer on (set MATRIX_ENABLED=false to run "
-                    "without it)"
-                    for var in missing
-                ]
-            )
+    settings = ServerSettings.from_env(env)
+    check_replica_bus(settings)
     return settings
 
 

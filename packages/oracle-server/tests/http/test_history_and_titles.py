@@ -162,10 +162,10 @@ async def test_a_title_after_the_first_turn(
         assert await _titles(http, base_url, headers) == ["Untitled"]
         message = {"message": "Will it rain in Lisbon tomorrow afternoon?"}
         await http.post(f"{base_url}/messages/{session}", headers=headers, json=message)
-        await app.state.finish_background()
+        await app.state.bookkeeping.finish()
         assert await _titles(http, base_url, headers) == [expected]
         await http.post(f"{base_url}/messages/{session}", headers=headers, json={"message": "ok"})
-        await asyncio.wait_for(app.state.finish_background(), 10)
+        await asyncio.wait_for(app.state.bookkeeping.finish(), 10)
         assert await _titles(http, base_url, headers) == [expected]  # set once
     main_calls = [r for r in llm.requests if r.model == "double-model"]
     assert [r.last_user_text for r in main_calls] == [message["message"], "ok"]

@@ -59,7 +59,7 @@ def test_a_long_unknown_id_is_cut_in_the_message() -> None:
 
 def test_the_listed_default_is_the_model_the_main_agent_runs() -> None:
     from oracle_core import CoreEnv
-    from oracle_server._boot import _model_list
+    from oracle_server._http.routes.system import listed_models
 
     env = CoreEnv.model_validate(
         {
@@ -68,7 +68,7 @@ def test_the_listed_default_is_the_model_the_main_agent_runs() -> None:
             "OPENAI_COMPATIBLE_ROLE_MODELS": "subagent=small,main=large",
         }
     )
-    assert _model_list(env) == [
+    assert listed_models(env) == [
         {"id": "large", "isDefault": True},
         {"id": "small", "isDefault": False},
         {"id": "base", "isDefault": False},
@@ -76,4 +76,4 @@ def test_the_listed_default_is_the_model_the_main_agent_runs() -> None:
     plain = CoreEnv.model_validate(
         {"LLM_PROVIDER": "openai-compatible", "OPENAI_COMPATIBLE_MODEL": "base"}
     )
-    assert _model_list(plain) == [{"id": "base", "isDefault": True}]
+    assert listed_models(plain) == [{"id": "base", "isDefault": True}]

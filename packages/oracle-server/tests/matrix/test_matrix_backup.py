@@ -83,6 +83,7 @@ async def blocksync() -> AsyncIterator[BlocksyncDouble]:
 
 
 def backup_of(app: OracleApp) -> CheckpointBackup:
+    assert app.state.matrix is not None
     backup = app.state.matrix.backup
     assert isinstance(backup, CheckpointBackup)
     return backup

@@ -168,11 +168,14 @@ async def test_a_message_in_the_users_room_runs_a_turn_answered_in_its_thread(
         assert isinstance(created, nio.RoomCreateResponse), created
         room_id = created.room_id
         matrix = app.state.matrix
+        assert matrix is not None
+        assert matrix.client is not None
+        client_of_oracle = matrix.client
 
         async def oracle_joined() -> bool:
             return bool(
-                await matrix.client.is_member(room_id, account.bot.user_id)
-                and room_id in matrix.client.nio.rooms
+                await client_of_oracle.is_member(room_id, account.bot.user_id)
+                and room_id in client_of_oracle.nio.rooms
             )
 
         await eventually(oracle_joined)
@@ -198,7 +201,7 @@ async def test_a_message_in_the_users_room_runs_a_turn_answered_in_its_thread(
         listed = (await http.get("/sessions")).json()["sessions"]
         assert [s["sessionId"] for s in listed] == [sent.event_id]
         # The user's own message was not posted again by the chat log.
-        await app.state.matrix.flush()
+        await matrix.flush()
         bodies = [m["body"] for m in await decrypted_texts(client, room_id)]
         assert bodies.count("ping over matrix") == 1
 
@@ -229,10 +232,12 @@ async def test_shared_mode_keeps_matrix_for_the_chat_log_only(
         httpx.AsyncClient(base_url=base_url, headers=user_headers(user), timeout=30) as http,
     ):
         assert app.state.storage.kind == "postgresql"
-        assert app.state.matrix.backup is None  # checkpoints live in PostgreSQL
+        matrix = app.state.matrix
+        assert matrix is not None
+        assert matrix.backup is None  # checkpoints live in PostgreSQL
         session = (await http.post("/sessions")).json()["sessionId"]
         assert (await http.post(f"/messages/{session}", json={"message": "shared"})).is_success
-        await app.state.matrix.flush()
+        await matrix.flush()
         alias = user_room_alias(user.did(), ENTITY_DID, synapse.server_name)
         resolved = await reader.room_resolve_alias(alias)
         assert isinstance(resolved, nio.RoomResolveAliasResponse), resolved

@@ -314,12 +314,14 @@ async def test_oracle_signing_mnemonic_wins_over_the_account_room(
     async with oracle_node(env) as (app, base_url):
         _status, body = await ready_body(base_url)
         assert (body["matrix"], body["signingKey"]) == ("loaded", True)
+        assert app.state.signer is not None
         assert app.state.signer.did() == expected
         layer = layer_of(app)
         assert layer.signer is not None
         assert layer.signer.did() == expected
         # Still the env key after the layer's own start has finished.
         await layer.flush()
+        assert app.state.signer is not None
         assert app.state.signer.did() == expected
 
 

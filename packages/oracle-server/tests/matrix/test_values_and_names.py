@@ -265,8 +265,21 @@ MATRIX_ENV = {
     "MATRIX_BASE_URL": "http://127.0.0.1:9",
     "MATRIX_ORACLE_ADMIN_USER_ID": "@oracle:localhost",
     "MATRIX_ORACLE_ADMIN_ACCESS_TOKEN": "token",
+    "MATRIX_ORACLE_ADMIN_PASSWORD": "password",
+    "MATRIX_RECOVERY_PHRASE": "recovery phrase",
     "MATRIX_ACCOUNT_ROOM_ID": "!account:localhost",
     "MATRIX_VALUE_PIN": "1234",
+}
+IXO_ENV = {
+    "ORACLE_BACKEND": "ixo",
+    "ORACLE_NAME": "Boot",
+    "ORACLE_DID": "did:ixo:ixo1bootoracle",
+    "ORACLE_ENTITY_DID": "did:ixo:entity:boot",
+    "NETWORK": "devnet",
+    "BLOCKSYNC_GRAPHQL_URL": "http://127.0.0.1:9/graphql",
+    "SECP_MNEMONIC": "secp mnemonic",
+    "RPC_URL": "http://127.0.0.1:9",
+    **MATRIX_ENV,
 }
 BOOLEANS = {
     "MATRIX_ENABLED": "matrix_enabled",
@@ -278,7 +291,7 @@ BOOLEANS = {
 @pytest.mark.parametrize("variable", list(BOOLEANS))
 @pytest.mark.parametrize(("text", "expected"), [("true", True), ("false", False)])
 def test_matrix_booleans_read_true_and_false(variable: str, text: str, expected: bool) -> None:
-    settings = load_settings({**MATRIX_ENV, variable: text})
+    settings = load_settings({**IXO_ENV, "SQLITE_DATABASE_PATH": "/x", variable: text})
     assert getattr(settings, BOOLEANS[variable]) is expected
 
 
@@ -294,7 +307,14 @@ def test_matrix_booleans_refuse_anything_else(variable: str, text: str) -> None:
 
 
 def test_matrix_boolean_defaults() -> None:
-    settings = load_settings({**MATRIX_ENV, "MATRIX_ENABLED": "", "MATRIX_CHECKPOINT_SYNC": ""})
+    settings = load_settings(
+        {
+            **IXO_ENV,
+            "SQLITE_DATABASE_PATH": "/x",
+            "MATRIX_ENABLED": "",
+            "MATRIX_CHECKPOINT_SYNC": "",
+        }
+    )
     assert settings.matrix_enabled is True
     assert settings.matrix_checkpoint_sync is True
     assert settings.skip_logging_chat_history_to_matrix is False
@@ -302,26 +322,14 @@ def test_matrix_boolean_defaults() -> None:
 
 
 def test_missing_matrix_variables_are_listed_one_line_each() -> None:
+    present = {k: v for k, v in IXO_ENV.items() if not k.startswith("MATRIX_")}
     with pytest.raises(EnvValidationError) as caught:
-        load_settings({"ORACLE_BACKEND": "ixo", "MATRIX_BASE_URL": "http://hs"})
-    missing = [
-        "MATRIX_ORACLE_ADMIN_USER_ID",
-        "MATRIX_ACCOUNT_ROOM_ID",
-        "MATRIX_VALUE_PIN",
-        "MATRIX_ORACLE_ADMIN_ACCESS_TOKEN",
-    ]
-    assert caught.value.errors == tuple(
-        f"[boot-error] Plugin 'server' env validation failed for '{var}': required with the "
-        "Matrix layer on (set MATRIX_ENABLED=false to run without it)"
-        for var in missing
-    )
-
-
-def test_a_password_is_enough_without_an_access_token() -> None:
-    env = {k: v for k, v in MATRIX_ENV.items() if k != "MATRIX_ORACLE_ADMIN_ACCESS_TOKEN"}
-    settings = load_settings({**env, "MATRIX_ORACLE_ADMIN_PASSWORD": "pw"})
-    assert settings.matrix_oracle_admin_access_token is None
-    assert settings.matrix_oracle_admin_password == "pw"
+        load_settings({**present, "SQLITE_DATABASE_PATH": "/x", "MATRIX_BASE_URL": "http://hs"})
+    missing = [var for var in MATRIX_ENV if var != "MATRIX_BASE_URL"]
+    assert sorted(line.split("'")[3] for line in caught.value.errors) == sorted(missing)
+    for line in caught.value.errors:
+        assert line.startswith("[boot-error] Plugin 'core' env validation failed for 'MATRIX_")
+        assert "set MATRIX_ENABLED=false to run without it" in line
 
 
 @pytest.mark.parametrize(
@@ -329,7 +337,11 @@ def test_a_password_is_enough_without_an_access_token() -> None:
     [
         {"ORACLE_BACKEND": "local"},
         {"ORACLE_BACKEND": "local", "MATRIX_ENABLED": "true"},
-        {"ORACLE_BACKEND": "ixo", "MATRIX_ENABLED": "false"},
+        {
+            **{k: v for k, v in IXO_ENV.items() if not k.startswith("MATRIX_")},
+            "SQLITE_DATABASE_PATH": "/x",
+            "MATRIX_ENABLED": "false",
+        },
     ],
     ids=["local", "local-with-matrix-enabled", "ixo-matrix-disabled"],
 )
@@ -340,18 +352,15 @@ def test_without_the_layer_no_matrix_variable_is_needed(env: dict[str, str]) -> 
 
 async def test_a_missing_matrix_variable_fails_boot(tmp_path: Path) -> None:
     env = {
-        "ORACLE_BACKEND": "ixo",
-        "ORACLE_DID": "did:ixo:ixo1bootoracle",
-        "ORACLE_ENTITY_DID": "did:ixo:entity:boot",
-        "NETWORK": "devnet",
+        **{k: v for k, v in IXO_ENV.items() if k != "MATRIX_ACCOUNT_ROOM_ID"},
         "SQLITE_DATABASE_PATH": str(tmp_path / "data"),
-        **{k: v for k, v in MATRIX_ENV.items() if k != "MATRIX_ACCOUNT_ROOM_ID"},
     }
     with pytest.raises(EnvValidationError) as caught:
         await create_oracle_app({"name": "Boot"}, env=env, discover_entry_points=False)
     assert caught.value.errors == (
-        "[boot-error] Plugin 'server' env validation failed for 'MATRIX_ACCOUNT_ROOM_ID': "
-        "required with the Matrix layer on (set MATRIX_ENABLED=false to run without it)",
+        "[boot-error] Plugin 'core' env validation failed for 'MATRIX_ACCOUNT_ROOM_ID': "
+        "required when ORACLE_BACKEND=ixo with the Matrix layer on (set MATRIX_ENABLED=false "
+        "to run without it, or ORACLE_BACKEND=local to run without Matrix and the chain)",
     )
     assert not (tmp_path / "data").exists()  # it failed before opening anything
 

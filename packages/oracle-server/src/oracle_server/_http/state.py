@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
 from oracle_core import OracleRuntime
 from oracle_server._auth.authenticator import AuthData, Authenticator
+from oracle_server._auth.keys import OracleKey
 from oracle_server._http.errors import HTTPError
 from oracle_server._http.pipeline import json_body_errors, parse_json
 from oracle_server._persistence import Sessions, Storage
 from oracle_server._settings import ServerSettings
+from oracle_server._turns.bookkeeping import TurnBookkeeping
 from oracle_server._turns.runner import TurnRunner
+
+if TYPE_CHECKING:
+    from oracle_server._http.ratelimit import RateLimiter
+    from oracle_server._matrix.layer import MatrixLayer
+    from oracle_ucan import Ed25519Signer
 
 __all__ = ["ServerState", "auth_of", "read_body", "server_of"]
 
@@ -28,21 +34,21 @@ class ServerState:
     settings: ServerSettings
     storage: Storage
     runner: TurnRunner
+    bookkeeping: TurnBookkeeping
     authenticator: Authenticator
     oracle_did: str
     oracle_name: str
     checkpointers: Any
     sessions: Sessions
+    limiter: RateLimiter
+    key: OracleKey
     models: list[dict[str, Any]] = field(default_factory=list)
-    limiter: Any = None
-    signer: Any = None
-    matrix: Any = None
-    background: set[asyncio.Task[None]] = field(default_factory=set)
+    matrix: MatrixLayer | None = None
 
-    async def finish_background(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
-        """Let post-turn work (session titles) finish, up to ``timeout`` seconds."""
-        if self.background:
-            await asyncio.wait(list(self.background), timeout=timeout)
+    @property
+    def signer(self) -> Ed25519Signer | None:
+        """The oracle's UCAN signing key, once known."""
+        return self.key.signer
 
     @property
     def ready(self) -> bool:
@@ -53,12 +59,12 @@ class ServerState:
         """
         if self.matrix is None:
             return True
-        return bool(self.matrix.state == "loaded") and self.signer is not None
+        return self.matrix.state == "loaded" and self.signer is not None
 
     @property
     def matrix_state(self) -> str:
         """``disabled``, or the Matrix layer's ``pending`` / ``loaded`` / ``failed``."""
-        return "disabled" if self.matrix is None else str(self.matrix.state)
+        return "disabled" if self.matrix is None else self.matrix.state
 
 
 def server_of(request: Request) -> ServerState:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from oracle_core import PluginStatusChangeEvent, ServiceUnavailableError, UserInfo
+from oracle_server._auth.keys import OracleKey
 from oracle_server._matrix.backup import CheckpointBackup
 from oracle_server._matrix.chatlog import ChatLog, message_content
 from oracle_server._matrix.client import MatrixClient, MatrixError
@@ -50,45 +51,36 @@ SETUP_HINT = "qiforge-cli setup-encryption-key"
 class MatrixLayer:
     """The oracle's Matrix presence, started in the background.
 
+    Built before the runtime (whose plugins reach Matrix through :meth:`service`), then
+    bound to it with :meth:`bind` and started by the ASGI lifespan.
+
     Args:
         settings: The server settings (``MATRIX_*``).
-        oracle_name: Name of the rooms the oracle creates.
         sessions: The session store (where each session's thread is remembered).
         user_dbs: The per-user databases to back up (``None`` in shared mode).
         files: The last upload of each backed-up file.
-        signer: The signing key from ``ORACLE_SIGNING_MNEMONIC``, which wins over the
-            account room's.
-        on_signer: Receives the signing key once loaded.
-        on_status: Receives each status change.
-        on_error: Receives ``(exc, "matrix-init")`` for each failed start.
-        start_turn: Starts a turn for a user's message in their room (SRV-69); set
-            later with :attr:`start_turn` when the turn runner is built after the layer.
+        key: The oracle's signing key: one from ``ORACLE_SIGNING_MNEMONIC`` wins over the
+            account room's; the layer sets it when it reads the room's.
     """
 
     def __init__(
         self,
         settings: ServerSettings,
         *,
-        oracle_name: str,
         sessions: Any,
         user_dbs: UserDatabases | None,
         files: MatrixFileEvents,
-        signer: Ed25519Signer | None,
-        on_signer: Callable[[Ed25519Signer], None],
-        on_status: Callable[[PluginStatusChangeEvent], None],
-        on_error: Callable[[BaseException, str], None],
-        start_turn: Callable[[TurnInput], Awaitable[ActiveTurn]] | None = None,
+        key: OracleKey,
     ) -> None:
         self.settings = settings
-        self.oracle_name = oracle_name
+        self.oracle_name = settings.oracle_name or "Oracle"
         self.sessions = sessions
         self.user_dbs = user_dbs
         self.files = files
-        self.signer = signer
-        self._on_signer = on_signer
-        self._on_status = on_status
-        self._on_error = on_error
-        self.start_turn = start_turn
+        self.key = key
+        self._on_status: Callable[[PluginStatusChangeEvent], None] | None = None
+        self._on_error: Callable[[BaseException, str], None] | None = None
+        self.start_turn: Callable[[TurnInput], Awaitable[ActiveTurn]] | None = None
         self.state: MatrixStatus = "pending"
         self.client: MatrixClient | None = None
         self.rooms: UserRooms | None = None
@@ -101,6 +93,29 @@ class MatrixLayer:
         self._closed = False
         if user_dbs is not None and settings.matrix_checkpoint_sync:
             user_dbs.restorer = self
+
+    def bind(
+        self,
+        *,
+        on_status: Callable[[PluginStatusChangeEvent], None],
+        on_error: Callable[[BaseException, str], None],
+        start_turn: Callable[[TurnInput], Awaitable[ActiveTurn]],
+    ) -> None:
+        """Attach what the layer reports to and starts turns with, once they exist.
+
+        Args:
+            on_status: Receives each status change (the runtime's plugin status events).
+            on_error: Receives ``(exc, "matrix-init")`` for each failed start.
+            start_turn: Starts a turn for a user's message in their room (SRV-69).
+        """
+        self._on_status = on_status
+        self._on_error = on_error
+        self.start_turn = start_turn
+
+    @property
+    def signer(self) -> Ed25519Signer | None:
+        """The oracle's signing key, once known."""
+        return self.key.signer
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -116,7 +131,8 @@ class MatrixLayer:
             return
         event = PluginStatusChangeEvent(plugin="matrix", from_=self.state, to=state, reason=reason)
         self.state = state
-        self._on_status(event)
+        if self._on_status is not None:
+            self._on_status(event)
 
     async def _init_loop(self) -> None:
         delay = FIRST_RETRY_DELAY
@@ -128,7 +144,8 @@ class MatrixLayer:
             except Exception as exc:
                 await self._discard_client()
                 self._set_state("failed", f"{type(exc).__name__}: {exc}")
-                self._on_error(exc, "matrix-init")
+                if self._on_error is not None:
+                    self._on_error(exc, "matrix-init")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_RETRY_DELAY)
                 continue
@@ -219,8 +236,7 @@ class MatrixLayer:
         except (ValueDecryptionError, ValueError) as exc:
             logger.error("matrix.signing_key_unreadable: %s", str(exc).split(":")[0])
             return
-        self.signer = signer
-        self._on_signer(signer)
+        self.key.signer = signer
 
     async def _recheck_signer(self, client: MatrixClient) -> None:
         while self.signer is None and not self._closed:

@@ -134,6 +134,17 @@ class DelegationStore:
         async with self._engine.connect() as conn:
             return (await conn.execute(query)).first() is not None
 
+    async def usable(self, user_did: str) -> str | None:
+        """The user's stored delegation (raw) unless it was revoked; ``None`` otherwise.
+
+        What a turn adopts when its request brought no delegation (SRV-42). Expiry is
+        left to the UCAN service, which asks the user to re-authorise.
+        """
+        stored = await self.get(user_did)
+        if stored is None or await self.is_revoked(stored.cid):
+            return None
+        return stored.raw
+
 
 class ReauthPrompts:
     """Throttles re-authorisation prompts per user across replicas (UCAN-32).

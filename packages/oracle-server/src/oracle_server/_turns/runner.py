@@ -165,11 +165,15 @@ class ActiveTurn:
 
 
 class ServerEventSink:
-    """Routes plugin events (``rt_ctx.emit``) to the turn's stream and to socket.io."""
+    """Routes plugin events (``rt_ctx.emit``) to the turn's stream and to socket.io.
 
-    def __init__(self) -> None:
+    Args:
+        broadcast: Sends an event to the session's sockets (the socket.io gateway).
+    """
+
+    def __init__(self, broadcast: Callable[[OracleEvent], None] | None = None) -> None:
         self.streams: dict[str, TurnStream] = {}
-        self.broadcast: Callable[[OracleEvent], None] | None = None
+        self.broadcast = broadcast
 
     def emit(self, event: OracleEvent) -> None:
         name = EVENT_NAMES.get(event.name, event.name)

@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from oracle_core import CoreEnv
 from oracle_server._http.sse import timestamp
 from oracle_server._http.state import server_of
 
-__all__ = ["system_routes"]
+__all__ = ["listed_models", "system_routes"]
+
+
+def listed_models(core: CoreEnv) -> list[dict[str, Any]]:
+    """``GET /models``: the default first (what the main agent runs), then the others."""
+    if core.llm_provider == "openai-compatible" and core.openai_compatible_model:
+        roles = core.role_models()
+        # The default is what the main agent runs: the ``main`` role's model when set.
+        ids = [roles.get("main", core.openai_compatible_model), *roles.values()]
+        ids.append(core.openai_compatible_model)
+    else:
+        ids = [core.llm_provider]
+    unique = list(dict.fromkeys(ids))
+    return [{"id": model, "isDefault": index == 0} for index, model in enumerate(unique)]
 
 
 async def root(request: Request) -> Response:

@@ -1,0 +1,48 @@
+"""The oracle's UCAN signing key: where it comes from and who reads it once it is known."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from oracle_server._settings import ServerSettings
+from oracle_ucan import Ed25519Signer
+
+__all__ = ["DEV_KEY_FILE", "OracleKey", "oracle_signer"]
+
+DEV_KEY_FILE = "oracle-dev-key.txt"
+
+
+def oracle_signer(settings: ServerSettings) -> Ed25519Signer | None:
+    """The key known at boot: ``ORACLE_SIGNING_MNEMONIC``, or in local mode a development
+    key kept under ``SQLITE_DATABASE_PATH`` (created on first run); else ``None`` (the
+    Matrix layer reads it from the account room)."""
+    if settings.oracle_signing_mnemonic:
+        return Ed25519Signer.from_mnemonic(settings.oracle_signing_mnemonic)
+    if not settings.is_local:
+        return None
+    path = Path(settings.sqlite_path) / DEV_KEY_FILE
+    if path.exists():
+        return Ed25519Signer.parse(path.read_text().strip())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    signer = Ed25519Signer.generate()
+    path.write_text(signer.format() + "\n")
+    path.chmod(0o600)
+    return signer
+
+
+class OracleKey:
+    """The oracle's signing key, shared by everything that signs or waits for it.
+
+    Known at boot (``oracle_signer``), or set later by the Matrix layer when it reads the
+    key from the account room; the UCAN service mints with it and readiness waits for it.
+
+    Attributes:
+        signer: The key, ``None`` until known.
+    """
+
+    def __init__(self, signer: Ed25519Signer | None = None) -> None:
+        self.signer = signer
+
+    def __call__(self) -> Ed25519Signer | None:
+        """The key now (the shape ``IxoUcanService(signer=…)`` reads it in)."""
+        return self.signer
