@@ -81,6 +81,8 @@ def test_ability_prefix_edge_cases(granted: str, claimed: str, covered: bool) ->
         ("urn:a/*", "urn:a/", True),
         ("ixo:oracle:*", "ixo:oracle:did:ixo:entity:mcp/srv/tool", True),
         ("ixo:*", "ixo:memory", True),
+        ("ixo:entity:*", "ixo:entity:42", True),
+        ("https://svc.example/*", "https://svc.example/a/b", True),
         # "ucan:*" covers any resource.
         ("ucan:*", "ixo:memory", True),
         ("ucan:*", "urn:anything/at/all", True),
@@ -96,6 +98,11 @@ def test_ability_prefix_edge_cases(granted: str, claimed: str, covered: bool) ->
         ("*", "urn:a/b", False),  # a bare "*" is not a resource wildcard
         ("ucan:x", "urn:a/b", False),
         ("ixo:memory", "ixo:memory2", False),
+        ("ixo:entity:1", "ixo:entity:10", False),  # equality, not a prefix
+        ("ixo:entity:1", "ixo:entity:2", False),
+        ("*", "ixo:entity:1", False),
+        ("https://svc.example/*", "https://other.example/a", False),
+        ("https://svc.example/*", "https://svc.example.evil/a", False),
     ],
 )
 def test_resource_table(granted: str, claimed: str, covered: bool) -> None:
