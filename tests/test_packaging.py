@@ -71,6 +71,8 @@ def test_core_wheel_is_typed_and_declares_its_dependencies(wheels: dict[str, Pat
         "langgraph-checkpoint-sqlite",
     ):
         assert dependency in requires
+    # Core and ucan release together: local mode matches capabilities with ucan's rule.
+    assert "oracle-ucan==0.1.0" in requires
     # The py-multiformats import name must never be shadowed (see deps notes).
     assert "dag-cbor" not in requires
     assert fields["Requires-Python"] == [">=3.11"]

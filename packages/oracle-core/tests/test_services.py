@@ -26,7 +26,7 @@ from oracle_core import (
     UserInfo,
     create_runtime,
 )
-from oracle_core._services import UnavailableMatrixService, ability_covers, resource_covers
+from oracle_core._services import UnavailableMatrixService
 
 # --- fixtures -------------------------------------------------------------------------
 
@@ -239,41 +239,6 @@ async def test_default_local_secrets_are_empty() -> None:
 # --- UCAN (CORE-45, 49) ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("granted", "claimed", "covered"),
-    [
-        ("*", "*", True),
-        ("*", "entity/read", True),
-        ("entity/read", "entity/read", True),
-        ("entity/read", "entity/write", False),
-        ("entity/*", "entity/read", True),
-        ("entity/*", "entity/deep/read", True),
-        ("entity/*", "entity/*", True),
-        ("entity/*", "entities/read", False),
-        ("entity/*", "other/read", False),
-        ("entity/*", "*", False),
-        ("entity/read", "*", False),
-    ],
-)
-def test_ability_covers(granted: str, claimed: str, covered: bool) -> None:
-    assert ability_covers(granted, claimed) is covered
-
-
-@pytest.mark.parametrize(
-    ("granted", "claimed", "covered"),
-    [
-        ("*", "ixo:entity:1", True),
-        ("ixo:entity:1", "ixo:entity:1", True),
-        ("ixo:entity:1", "ixo:entity:2", False),
-        ("ixo:entity:*", "ixo:entity:42", True),
-        ("https://svc.example/*", "https://svc.example/a/b", True),
-        ("https://svc.example/*", "https://other.example/a", False),
-    ],
-)
-def test_resource_covers(granted: str, claimed: str, covered: bool) -> None:
-    assert resource_covers(granted, claimed) is covered
-
-
 def test_permissive_ucan_grants_everything_by_default() -> None:
     ucan = ucan_for(None)
 
@@ -286,7 +251,7 @@ def test_grants_are_matched_on_resource_and_ability() -> None:
     ucan = ucan_for(
         [
             CapabilityGrant(with_="ixo:entity:1", can="entity/read"),
-            CapabilityGrant(with_="*", can="blocksync/*"),
+            CapabilityGrant(with_="ucan:*", can="blocksync/*"),
         ]
     )
 
@@ -299,9 +264,19 @@ def test_grants_are_matched_on_resource_and_ability() -> None:
 
 
 def test_star_grant_satisfies_the_default_claim() -> None:
-    ucan = ucan_for([CapabilityGrant(with_="*", can="*")])
+    ucan = ucan_for([CapabilityGrant(with_="ucan:*", can="*")])
 
     assert ucan.has_capability("ixo:entity:1", "*") is True
+
+
+def test_a_bare_star_resource_is_not_a_wildcard() -> None:
+    # ucanto's rule: only `ucan:*` means any resource; `*` names a resource literally.
+    ucan = ucan_for([CapabilityGrant(with_="*", can="*")])
+
+    assert ucan.has_capability("ixo:memory", "memory/read") is False
+    assert ucan.has_capability("*", "memory/read") is True
+    with pytest.raises(CapabilityDeniedError):
+        ucan.require_capability("ixo:memory", "memory/read")
 
 
 def test_require_capability_raises_capability_denied() -> None:
@@ -341,7 +316,7 @@ async def test_minting_is_not_configured_without_a_minter() -> None:
 
 async def test_minting_is_delegated_to_a_configured_minter() -> None:
     minter = FakeMinter()
-    ucan = ucan_for([CapabilityGrant(with_="*", can="entity/read")], minter)
+    ucan = ucan_for([CapabilityGrant(with_="ucan:*", can="entity/read")], minter)
 
     assert ucan.has_signing_key() is True
     assert await ucan.mint_invocation("did:web:svc", "entity/read", can="entity/read") == (

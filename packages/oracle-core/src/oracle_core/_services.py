@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from oracle_core._errors import CapabilityDeniedError, NotConfiguredError
+from oracle_ucan import ability_covers, resource_covers
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -42,7 +43,6 @@ __all__ = [
     "UcanAccessor",
     "UcanService",
     "UnavailableMatrixService",
-    "ability_covers",
 ]
 
 BLOB_ID_RE = re.compile(r"^blob_[0-9a-f]{16}$")
@@ -283,33 +283,16 @@ class UnavailableMatrixService:
 
 @dataclass(frozen=True)
 class CapabilityGrant:
-    """One granted capability: ``can`` on resource ``with_`` (``*`` = any)."""
+    """One granted capability, matched by ``oracle_ucan``'s ucanto rule.
+
+    Attributes:
+        with_: The resource: exact, a ``…/*`` or ``…:*`` wildcard, or ``ucan:*`` for any
+            resource. A bare ``*`` is a literal resource, not a wildcard.
+        can: The ability: exact, ``ns/*`` for the namespace, or ``*`` for any ability.
+    """
 
     with_: str
     can: str
-
-
-def ability_covers(granted: str, claimed: str) -> bool:
-    """Whether a granted ability satisfies a claimed one (CORE-45).
-
-    ``*`` covers everything, ``prefix/*`` covers ``prefix/...`` and itself; a claim of
-    ``*`` needs a ``*`` grant.
-    """
-    if granted in ("*", claimed):
-        return True
-    if granted.endswith("/*"):
-        prefix = granted[:-1]
-        return claimed.startswith(prefix) and claimed != "*"
-    return False
-
-
-def resource_covers(granted: str, claimed: str) -> bool:
-    """Whether a granted resource covers a claimed one (``*``, exact, or ``…/*``/``…:*``)."""
-    if granted in ("*", claimed):
-        return True
-    if granted.endswith(("/*", ":*")):
-        return claimed.startswith(granted[:-1])
-    return False
 
 
 class UcanAccessor(Protocol):

@@ -655,6 +655,8 @@ async def test_capabilities_limit_the_grants() -> None:
     assert ctx is not None
     assert ctx.ucan is not None
     assert ctx.ucan.has_capability("x", "y") is True
+    # A bare ability string is granted on any resource (`ucan:*`).
+    assert ctx.ucan.has_capability("did:key:z6MkOther", "entity/read") is True
     with pytest.raises(CapabilityDeniedError):
         ctx.ucan.require_capability("x", "z")
 

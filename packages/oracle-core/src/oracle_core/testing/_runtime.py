@@ -157,7 +157,7 @@ def _grants(capabilities: Sequence[Any] | None) -> list[CapabilityGrant] | None:
         elif isinstance(item, tuple):
             grants.append(CapabilityGrant(with_=item[0], can=item[1]))
         else:
-            grants.append(CapabilityGrant(with_="*", can=str(item)))
+            grants.append(CapabilityGrant(with_="ucan:*", can=str(item)))
     return grants
 
 
@@ -496,8 +496,9 @@ async def create_test_runtime(
         session: The test session (default ``test-thread``).
         state: State merged into every build (e.g. ``user_context``).
         secrets: The user's secrets (name → value).
-        capabilities: UCAN grants: ability strings, ``(resource, ability)`` pairs or
-            ``CapabilityGrant``s; ``None`` grants everything.
+        capabilities: UCAN grants: ability strings (on any resource, ``ucan:*``),
+            ``(resource, ability)`` pairs or ``CapabilityGrant``s; ``None`` grants
+            everything.
         ucan: Supplies minting; without it minting raises ``NotConfiguredError``.
         hooks: Host hooks; the checkpointer defaults to an in-memory one per user.
         include_discovered: Also load ``oracle.plugins`` entry points.
