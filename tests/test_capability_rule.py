@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pytest
 
 from oracle_core import CapabilityDeniedError, CapabilityGrant, PermissiveUcanService, UserInfo
-from oracle_server.ucan_service import IxoUcanService
+from oracle_server import IxoUcanService
 from oracle_ucan import (
     CapabilityDef,
     Delegation,
