@@ -5,6 +5,11 @@ Every asset of the UI (CSS, JavaScript, favicons) is served by the oracle from t
 an air-gapped machine. ``DOCS_ASSET_BASE_URL`` may point the page at another copy of the
 same assets (a CDN or a reverse proxy); the document and the page's small start-up
 script are always served by the oracle.
+
+The assets are served by Starlette's ``StaticFiles`` (ETag, ``If-None-Match`` → 304,
+path checks), from the bundle's directory behind this package's own ``docs_assets/``
+(the start-up script). Only the bundle's CSS, JavaScript, source maps and icons are
+served: its demo page and templates are not.
 """
 
 from __future__ import annotations
@@ -12,20 +17,26 @@ from __future__ import annotations
 import html
 import importlib.resources
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from importlib import metadata
 from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.staticfiles import NotModifiedResponse, StaticFiles
+from starlette.types import Scope
 
 from oracle_server._http.errors import error_response
 from oracle_server._http.openapi import build_openapi
 from oracle_server._http.pipeline import ExclusionMatcher
+from oracle_server._settings import asset_base_url as _asset_base
 
 __all__ = ["ApiDocs", "mount_api_docs", "swagger_ui_dir"]
 
@@ -44,21 +55,8 @@ CONTENT_TYPES = {
 # the page and its initializer are generated here instead.
 NOT_SERVED = frozenset({"index.html", "index.j2", INITIALIZER})
 ASSET_CACHE_CONTROL = "public, max-age=86400"
-# Static, so the page needs no inline script; the document URL comes from a data attribute.
-# validatorUrl null: Swagger UI would otherwise send the document to validator.swagger.io.
-INITIALIZER_JS = """window.addEventListener("load", function () {
-  var root = document.getElementById("swagger-ui");
-  window.ui = SwaggerUIBundle({
-    url: root.getAttribute("data-spec-url"),
-    dom_id: "#swagger-ui",
-    deepLinking: true,
-    validatorUrl: null,
-    presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
-    plugins: [SwaggerUIBundle.plugins.DownloadUrl],
-    layout: "StandaloneLayout"
-  });
-});
-"""
+# The page's start-up script: static, so the page needs no inline script.
+OWN_ASSETS = Path(__file__).parent / "docs_assets"
 PAGE = """<!DOCTYPE html>
 <html lang="en">
   <head>
@@ -108,17 +106,27 @@ def swagger_ui_dir() -> Traversable:
     return max(candidates, key=lambda entry: _version_key(entry.name))
 
 
-def _asset_base(value: str | None) -> str | None:
-    if value is None or not value.strip():
-        return None
-    base = value.strip().rstrip("/")
-    if not base.startswith(("http://", "https://", "/")):
-        raise ValueError(
-            f"docs.asset_base_url: {value!r} is neither an http(s) URL nor an absolute path; "
-            "set DOCS_ASSET_BASE_URL to e.g. https://cdn.example/swagger-ui or unset it to "
-            "serve the bundled assets"
+class _Assets(StaticFiles):
+    """The Swagger UI files, with their content types and a day of caching."""
+
+    def file_response(
+        self,
+        full_path: str | os.PathLike[str],
+        stat_result: os.stat_result,
+        scope: Scope,
+        status_code: int = 200,
+    ) -> Response:
+        media_type = CONTENT_TYPES[_suffix(str(full_path))]
+        response = FileResponse(
+            full_path,
+            status_code=status_code,
+            stat_result=stat_result,
+            media_type=media_type,
+            headers={"Cache-Control": ASSET_CACHE_CONTROL},
         )
-    return base
+        if self.is_not_modified(response.headers, Headers(scope=scope)):
+            return NotModifiedResponse(response.headers)
+        return response
 
 
 class ApiDocs:
@@ -144,21 +152,23 @@ class ApiDocs:
     ) -> None:
         self.title = title
         self.asset_base_url = _asset_base(asset_base_url)
-        self._dir = assets if assets is not None else swagger_ui_dir()
+        bundle = assets if assets is not None else swagger_ui_dir()
         self._files = {
-            entry.name: entry
-            for entry in self._dir.iterdir()
+            entry.name
+            for entry in bundle.iterdir()
             if entry.is_file()
             and entry.name not in NOT_SERVED
             and _suffix(entry.name) in CONTENT_TYPES
         }
-        self._cache: dict[str, bytes] = {}
+        self._static = _Assets(directory=str(bundle))
+        # Ours first: the bundle ships a start-up script of its own (the petstore demo).
+        self._static.all_directories.insert(0, str(OWN_ASSETS))
         self._document: dict[str, Any] = {}
         self._document_json = b"{}"
 
     @property
     def asset_names(self) -> frozenset[str]:
-        """The file names served under ``/docs/``, the generated initializer included."""
+        """The file names served under ``/docs/``, the start-up script included."""
         return frozenset({*self._files, INITIALIZER})
 
     @property
@@ -203,27 +213,13 @@ class ApiDocs:
         return HTMLResponse(page, headers={"Cache-Control": "no-cache"})
 
     async def asset(self, request: Request) -> Response:
-        """A Swagger UI file from the bundled package (404 for anything else)."""
+        """A Swagger UI file (404 for anything else)."""
         name = request.path_params["path"]
         if name == "":
             return await self.swagger_ui(request)
-        if name == INITIALIZER:
-            body = INITIALIZER_JS.encode()
-        elif name in self._files:
-            body = self._read(name)
-        else:
+        if name not in self.asset_names:
             return error_response(404, f"Cannot GET {request.url.path}")
-        etag = f'"{self._dir.name}-{name}"'
-        headers = {"Cache-Control": ASSET_CACHE_CONTROL, "ETag": etag}
-        if request.headers.get("if-none-match") == etag:
-            return Response(status_code=304, headers=headers)
-        return Response(body, media_type=CONTENT_TYPES[_suffix(name)], headers=headers)
-
-    def _read(self, name: str) -> bytes:
-        cached = self._cache.get(name)
-        if cached is None:
-            cached = self._cache[name] = self._files[name].read_bytes()
-        return cached
+        return await self._static.get_response(name, request.scope)
 
 
 def _suffix(name: str) -> str:
