@@ -77,9 +77,10 @@ from oracle_server._settings import ServerSettings, load_settings
 from oracle_server._socket.frontend_tools import FrontendToolsPlugin
 from oracle_server._socket.gateway import SocketGateway
 from oracle_server._turns.bookkeeping import TurnBookkeeping
+from oracle_server._turns.events import ServerEventSink
 from oracle_server._turns.locks import TurnLocks, create_turn_locks
 from oracle_server._turns.runlog import RunLog, create_run_log
-from oracle_server._turns.runner import ServerEventSink, TurnRunner
+from oracle_server._turns.runner import TurnRunner
 from oracle_server._turns.titles import has_title_model
 from oracle_ucan import ChainVerifier, default_resolver
 

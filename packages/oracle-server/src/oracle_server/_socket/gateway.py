@@ -44,7 +44,7 @@ from oracle_server._socket.calls import (
     action_outcome,
     browser_tool_outcome,
 )
-from oracle_server._turns.runner import EVENT_NAMES
+from oracle_server._turns.events import EVENT_NAMES
 
 __all__ = [
     "BARE_EVENTS",

@@ -17,11 +17,10 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage
 
 from oracle_core import (
     AbortSignal,
-    OracleEvent,
     OracleRuntime,
     SessionInfo,
     TurnRequest,
@@ -29,26 +28,17 @@ from oracle_core import (
 )
 from oracle_server._auth.authenticator import AuthData
 from oracle_server._http.errors import HTTPError
-from oracle_server._http.history import message_id
 from oracle_server._http.sse import timestamp
+from oracle_server._turns.events import ServerEventSink, stream_client_events
 from oracle_server._turns.locks import TurnBusy, TurnLocks
-from oracle_server._turns.runlog import ACTIVE, MemoryRunLog, RunEvent, RunInfo, RunLog, RunStatus
+from oracle_server._turns.runlog import MemoryRunLog, RunInfo, RunLog
+from oracle_server._turns.stream import TurnStream
 
-__all__ = ["ActiveTurn", "ServerEventSink", "TurnInput", "TurnRunner"]
+__all__ = ["ActiveTurn", "TurnInput", "TurnRunner", "public_error"]
 
 logger = logging.getLogger("oracle.server.turns")
 
 THINKING = "Thinking…"
-# Client event names (SRV-31) for the runtime's emit channels.
-EVENT_NAMES = {
-    "tool_call": "tool_call",
-    "action_call": "action_call",
-    "render_component": "render_component",
-    "reasoning": "reasoning",
-    "browser_tool_call": "browser_tool_call",
-    "router": "router.update",
-    "message_cache_invalidation": "message_cache_invalidation",
-}
 
 
 @dataclass(frozen=True)
@@ -69,81 +59,6 @@ class TurnInput:
     model: str | None = None
 
 
-class TurnStream:
-    """The events of one run, numbered and written to the run log in order.
-
-    ``push`` is synchronous (plugin events arrive from sync code); one writer task
-    appends what was pushed to the log, so numbering, order and the final status stay
-    consistent however fast events come. Responses read the log, not this object.
-    """
-
-    def __init__(self, log: RunLog, run_id: str) -> None:
-        self.log = log
-        self.run_id = run_id
-        self.closed = False
-        self._seq = 0
-        self._text: list[str] = []
-        self._queue: asyncio.Queue[RunEvent | RunStatus] = asyncio.Queue()
-        self._writer = asyncio.get_running_loop().create_task(self._write())
-
-    def push(self, event: str, data: Any) -> None:
-        """Number an event and queue it for the log (ignored once the run ended)."""
-        if self.closed:
-            return
-        self._seq += 1
-        if event == "message":
-            self._text.append(str(data.get("content", "")))
-        self._queue.put_nowait(RunEvent(self._seq, event, dict(data)))
-
-    @property
-    def text(self) -> str:
-        """The reply text streamed so far."""
-        return "".join(self._text)
-
-    def set_status(self, status: RunStatus) -> None:
-        """Record a status change once the events before it are written."""
-        if not self.closed:
-            self._queue.put_nowait(status)
-
-    def finish(self, status: RunStatus) -> None:
-        """Push ``done`` (with ``partialText`` unless finished) and end the run."""
-        data: dict[str, Any] = {"status": status, "timestamp": timestamp()}
-        if status != "finished":
-            data[status] = True
-            if self.text:
-                data["partialText"] = self.text
-        self.push("done", data)
-        self.set_status(status)
-        self.closed = True
-
-    async def flushed(self) -> None:
-        """Wait until every pushed event and status is in the log."""
-        await asyncio.shield(self._writer)
-
-    async def _write(self) -> None:
-        while True:
-            item = await self._queue.get()
-            events: list[RunEvent] = []
-            statuses: list[RunStatus] = []
-            while True:
-                if isinstance(item, RunEvent):
-                    events.append(item)
-                else:
-                    statuses.append(item)
-                if self._queue.empty():
-                    break
-                item = self._queue.get_nowait()
-            try:
-                if events:
-                    await self.log.append(self.run_id, events)
-                for status in statuses:
-                    await self.log.set_status(self.run_id, status)
-            except Exception as exc:
-                logger.warning("runs.write_failed: %s", type(exc).__name__)
-            if statuses and statuses[-1] not in ACTIVE:
-                return
-
-
 @dataclass
 class ActiveTurn:
     """A running turn."""
@@ -162,54 +77,6 @@ class ActiveTurn:
     reply: AIMessage | None = None
     error: BaseException | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-class ServerEventSink:
-    """Routes plugin events (``rt_ctx.emit``) to the turn's stream and to socket.io.
-
-    Args:
-        broadcast: Sends an event to the session's sockets (the socket.io gateway).
-    """
-
-    def __init__(self, broadcast: Callable[[OracleEvent], None] | None = None) -> None:
-        self.streams: dict[str, TurnStream] = {}
-        self.broadcast = broadcast
-
-    def emit(self, event: OracleEvent) -> None:
-        name = EVENT_NAMES.get(event.name, event.name)
-        payload = {"sessionId": event.session_id, "requestId": event.request_id, **event.payload}
-        stream = self.streams.get(event.request_id or "")
-        if stream is not None:
-            stream.push(name, payload)
-        if self.broadcast is not None:
-            try:
-                self.broadcast(event)
-            except Exception:
-                logger.exception("socket broadcast of %s failed", event.name)
-
-
-def _tool_messages(update: Any) -> list[ToolMessage]:
-    items = update if isinstance(update, list) else [update]
-    found: list[ToolMessage] = []
-    for item in items:
-        if isinstance(item, Mapping):
-            found.extend(m for m in item.get("messages", []) if isinstance(m, ToolMessage))
-    return found
-
-
-def _ai_messages(update: Any) -> list[AIMessage]:
-    items = update if isinstance(update, list) else [update]
-    found: list[AIMessage] = []
-    for item in items:
-        if isinstance(item, Mapping):
-            found.extend(m for m in item.get("messages", []) if isinstance(m, AIMessage))
-    return found
-
-
-def _is_main_model(metadata: Mapping[str, Any]) -> bool:
-    namespace = str(metadata.get("langgraph_checkpoint_ns") or metadata.get("checkpoint_ns") or "")
-    # Nested graphs (sub-agents) add "|" segments; their tokens are not the reply.
-    return metadata.get("langgraph_node") == "model" and "|" not in namespace
 
 
 class TurnRunner:
@@ -442,76 +309,19 @@ class TurnRunner:
                 model=turn_input.model,
             )
         )
-        stream = turn.stream
-        reply: AIMessage | None = None
-        call_args: dict[str, dict[str, Any]] = {}
-        async for mode, data in built.agent.astream(
-            built.input,
-            config=built.config,
-            context=built.context,
-            stream_mode=["messages", "updates"],
-        ):
-            if mode == "messages":
-                chunk, metadata = data
-                if isinstance(chunk, AIMessageChunk) and _is_main_model(metadata):
-                    text = chunk.text
-                    if text:
-                        stream.push("message", {"content": text, "timestamp": timestamp()})
-                continue
-            for node, update in data.items():
-                for message in _ai_messages(update):
-                    for call in message.tool_calls:
-                        args = dict(call["args"])
-                        if call.get("id"):
-                            call_args[str(call["id"])] = args
-                        stream.push(
-                            "tool_call",
-                            {
-                                **base,
-                                "toolName": call["name"],
-                                "args": {**args, "toolName": call["name"]},
-                                "status": "isRunning",
-                                "eventId": call.get("id"),
-                            },
-                        )
-                    if not message.tool_calls:
-                        reply = message
-                if node == "tools" or node.endswith("tools"):
-                    for result in _tool_messages(update):
-                        stream.push(
-                            "tool_call",
-                            {
-                                **base,
-                                "toolName": result.name,
-                                # The client replaces the running call's message with
-                                # this one: repeat the arguments.
-                                "args": {
-                                    **call_args.get(result.tool_call_id, {}),
-                                    "toolName": result.name,
-                                },
-                                "status": "done",
-                                "eventId": result.tool_call_id,
-                                "output": str(result.content),
-                            },
-                        )
-        turn.reply = reply
+        turn.reply = await stream_client_events(
+            built.agent.astream(
+                built.input,
+                config=built.config,
+                context=built.context,
+                stream_mode=["messages", "updates"],
+            ),
+            turn.stream,
+            base,
+        )
 
 
 def public_error(exc: BaseException) -> str:
     """The error text sent to the client: type and message, nothing else."""
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def reply_body(turn: ActiveTurn) -> dict[str, Any]:
-    """The non-stream answer of a finished turn (SRV-24)."""
-    reply: BaseMessage | None = turn.reply
-    content = str(reply.text) if reply is not None else ""
-    return {
-        "message": {
-            "type": "ai",
-            "content": content,
-            "id": message_id(reply) if reply is not None else turn.request_id,
-        },
-        "sessionId": turn.session_id,
-    }

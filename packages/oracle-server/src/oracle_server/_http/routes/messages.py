@@ -11,11 +11,11 @@ from starlette.routing import BaseRoute, Route
 
 from oracle_server._http.dto import AbortDto, SendMessageDto
 from oracle_server._http.errors import HTTPError
-from oracle_server._http.history import to_message_dtos
+from oracle_server._http.history import message_id, to_message_dtos
 from oracle_server._http.sse import SSE_HEADERS
 from oracle_server._http.state import auth_of, read_body, server_of
 from oracle_server._turns.runlog import RunGone, RunLog, follow
-from oracle_server._turns.runner import TurnInput, public_error, reply_body
+from oracle_server._turns.runner import ActiveTurn, TurnInput, public_error
 
 __all__ = ["MODEL_UNKNOWN", "message_routes", "selected_model"]
 
@@ -92,6 +92,19 @@ async def send_message(request: Request) -> Response:
         messages = await server.runtime.thread_messages(auth.did, session_id)
         body["messages"] = to_message_dtos(messages)
     return JSONResponse(body)
+
+
+def reply_body(turn: ActiveTurn) -> dict[str, Any]:
+    """The non-stream answer of a finished turn (SRV-24)."""
+    reply = turn.reply
+    return {
+        "message": {
+            "type": "ai",
+            "content": str(reply.text) if reply is not None else "",
+            "id": message_id(reply) if reply is not None else turn.request_id,
+        },
+        "sessionId": turn.session_id,
+    }
 
 
 def stream_run(
