@@ -40,3 +40,14 @@ def test_readme_starts_with_the_two_commands() -> None:
     first_block = text.split("```", 2)[1]
     assert "make run" in first_block
     assert "make test" in first_block
+
+
+def test_the_readme_lists_every_package() -> None:
+    text = (ROOT / "README.md").read_text()
+    table = text.split("## What is here", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `((?:packages|apps)/[^`]+)` \|", table, re.MULTILINE))
+    distributions = {
+        str(p.parent.relative_to(ROOT))
+        for p in [*ROOT.glob("packages/*/pyproject.toml"), *ROOT.glob("apps/*/pyproject.toml")]
+    }
+    assert listed == distributions

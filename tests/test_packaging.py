@@ -106,3 +106,15 @@ def test_each_wheel_owns_only_its_import_path(wheels: dict[str, Path]) -> None:
             assert top_levels == {"oracle_plugins"}, name
         else:
             assert top_levels == {name.replace("-", "_")}, name
+
+
+def test_plugins_accept_any_core_of_the_same_major(wheels: dict[str, Path]) -> None:
+    plugins = {name: wheel for name, wheel in wheels.items() if name.startswith("oracle-plugins-")}
+    assert plugins
+    for name, wheel in plugins.items():
+        _, fields = _metadata(wheel)
+        requires = [r.replace(" ", "") for r in fields.get("Requires-Dist", [])]
+        runtime = [r.split(";")[0] for r in requires if r.startswith("oracle-")]
+        # Core, server and ucan release together; a plugin works with any 0.x of them.
+        assert "oracle-core<1,>=0.1" in runtime, (name, runtime)
+        assert not [r for r in runtime if "==" in r], (name, runtime)
