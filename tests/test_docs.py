@@ -51,3 +51,36 @@ def test_the_readme_lists_every_package() -> None:
         for p in [*ROOT.glob("packages/*/pyproject.toml"), *ROOT.glob("apps/*/pyproject.toml")]
     }
     assert listed == distributions
+
+
+SERVER_SRC = ROOT / "packages/oracle-server/src/oracle_server"
+
+
+def _server_map() -> dict[str, str]:
+    text = (ROOT / "docs/oracle-server.md").read_text()
+    table = text.split("## Where things live", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (.+?) \| (.+) \|$", table, re.MULTILINE)
+    return {question: where for question, where in rows[2:]}
+
+
+def test_the_server_map_names_paths_that_exist() -> None:
+    missing = []
+    for where in _server_map().values():
+        for path in re.findall(r"`([^`]+)`", where):
+            if "/" not in path and not path.endswith(".py"):
+                continue
+            root = ROOT if path.startswith("packages/") else SERVER_SRC
+            if not (root / path).exists():
+                missing.append(path)
+    assert missing == []
+
+
+def test_the_server_map_answers_the_newcomers_questions_with_one_path() -> None:
+    rows = _server_map()
+    for question in (
+        "the capability gate",
+        "an SSE turn streamed",
+        "a UCAN chain validated",
+    ):
+        [where] = [w for q, w in rows.items() if q.startswith(question)]
+        assert len(re.findall(r"`([^`]+)`", where)) == 1, where
