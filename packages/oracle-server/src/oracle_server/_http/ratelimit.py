@@ -9,7 +9,6 @@ straddling a bucket boundary.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import secrets
 import time
@@ -19,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from redis.asyncio import Redis
+
+from oracle_server._replicas.cancellation import honour_cancellation
 
 __all__ = [
     "InMemoryRateLimiter",
@@ -220,16 +221,12 @@ class RedisRateLimiter:
             redis.exceptions.RedisError: Redis is unreachable or refused the script.
         """
         _check_arguments(limit, window_seconds)
-        task = asyncio.current_task()
-        cancel_requests = 0 if task is None else task.cancelling()
-        allowed, remaining, retry_ms = await self._script(
-            keys=[self._prefix + key],
-            args=[limit, window_seconds * 1000, secrets.token_hex(12)],
+        allowed, remaining, retry_ms = await honour_cancellation(
+            self._script(
+                keys=[self._prefix + key],
+                args=[limit, window_seconds * 1000, secrets.token_hex(12)],
+            )
         )
-        if task is not None and task.cancelling() > cancel_requests:
-            # redis-py sends through asyncio.wait_for, which on Python 3.11 can swallow a
-            # cancellation (CPython gh-86296); honour it rather than let the caller run on.
-            raise asyncio.CancelledError
         if allowed:
             return RateDecision(allowed=True, remaining=int(remaining), retry_after=0)
         return RateDecision(

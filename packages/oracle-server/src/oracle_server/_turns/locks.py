@@ -19,6 +19,8 @@ from typing import Protocol
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from oracle_server._replicas.cancellation import honour_cancellation
+
 __all__ = [
     "InMemoryTurnLocks",
     "RedisTurnLocks",
@@ -179,24 +181,6 @@ _POLL_FIRST_SECONDS = 0.005
 _POLL_MAX_SECONDS = 0.05
 
 
-def _cancel_requests() -> int:
-    task = asyncio.current_task()
-    return 0 if task is None else task.cancelling()
-
-
-def _raise_if_cancel_was_swallowed(cancel_requests_before: int) -> None:
-    """Re-raise a cancellation of the current task that a Redis call swallowed.
-
-    redis-py sends each command through ``asyncio.wait_for`` when a socket timeout is set (the
-    default since redis-py 8), and on Python 3.11 ``wait_for`` returns normally when the
-    cancellation lands just as the send completes (CPython gh-86296, fixed in 3.12). The
-    cancellation request stays counted on the task, so it can still be honoured here; without
-    this a cancelled or timed-out waiter would poll for ever.
-    """
-    if _cancel_requests() > cancel_requests_before:
-        raise asyncio.CancelledError
-
-
 class RedisTurnLocks:
     """Per-session locks shared by replicas through Redis leases.
 
@@ -282,14 +266,14 @@ class RedisTurnLocks:
     ) -> None:
         # The deadline is checked explicitly rather than with asyncio.timeout around the loop,
         # because a cancellation landing inside a Redis call can be lost (see
-        # _raise_if_cancel_was_swallowed).
+        # oracle_server._replicas.cancellation).
         loop = asyncio.get_running_loop()
-        cancel_requests = _cancel_requests()
         delay = _POLL_FIRST_SECONDS
         try:
             while True:
-                acquired = await self._redis.set(key, token, nx=True, px=self._lease_ms)
-                _raise_if_cancel_was_swallowed(cancel_requests)
+                acquired = await honour_cancellation(
+                    self._redis.set(key, token, nx=True, px=self._lease_ms)
+                )
                 if acquired:
                     return
                 if not wait:
@@ -313,17 +297,17 @@ class RedisTurnLocks:
 
     async def _keep_renewed(self, key: str, token: str) -> None:
         interval = self._lease_ms / 3000
-        cancel_requests = _cancel_requests()
         while True:
             await asyncio.sleep(interval)
             try:
-                renewed = await self._renew_script(keys=[key], args=[token, self._lease_ms])
+                # Released while renewing: stop quietly, even if the cancellation was swallowed.
+                renewed = await honour_cancellation(
+                    self._renew_script(keys=[key], args=[token, self._lease_ms])
+                )
             except (RedisError, OSError) as error:
                 # The lease leaves two more intervals to get through to Redis.
                 logger.warning("turn.renew_failed: could not renew %s: %s", key, error)
                 continue
-            # Released while renewing: stop quietly, even if the cancellation was swallowed.
-            _raise_if_cancel_was_swallowed(cancel_requests)
             if not renewed:
                 logger.error(
                     "turn.lease_lost: the lease on %s expired before renewal; another turn "
