@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -25,7 +24,7 @@ from pydantic import BaseModel
 
 from oracle_core import OraclePlugin, PluginContext, PluginTool, RuntimeContext
 from oracle_server import OracleApp
-from oracle_server.testing import OpenAIDouble, ToolCalls, auth_headers
+from oracle_server.testing import OpenAIDouble, ToolCalls, auth_headers, redis_url_or_skip
 from oracle_ucan import Ed25519Signer
 
 Serve = Callable[..., AbstractAsyncContextManager[tuple[OracleApp, str]]]
@@ -44,15 +43,8 @@ OPEN_PANEL_ACTION = {
 }
 
 
-def redis_url() -> str:
-    url = os.environ.get("ORACLE_TEST_REDIS_URL")
-    if not url:
-        pytest.skip("set ORACLE_TEST_REDIS_URL to run the multi-replica tests")
-    return url
-
-
 def shared_env(**extra: str) -> dict[str, str]:
-    url = redis_url()
+    url = redis_url_or_skip()
     return {
         "REDIS_URL": url,
         "SOCKETIO_MESSAGE_QUEUE": url,

@@ -7,30 +7,21 @@ PostgreSQL; the test needs ``ORACLE_TEST_REDIS_URL``.
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
 import httpx
-import pytest
 
 from oracle_server import OracleApp
-from oracle_server.testing import OpenAIDouble, auth_headers
+from oracle_server.testing import OpenAIDouble, auth_headers, redis_url_or_skip
 from oracle_ucan import Ed25519Signer
 
 Serve = Callable[..., AbstractAsyncContextManager[tuple[OracleApp, str]]]
 
 
-def redis_url() -> str:
-    url = os.environ.get("ORACLE_TEST_REDIS_URL")
-    if not url:
-        pytest.skip("set ORACLE_TEST_REDIS_URL to run the multi-replica tests")
-    return url
-
-
 async def test_rate_limit_is_shared_by_replicas(serve: Serve) -> None:
-    url = redis_url()
+    url = redis_url_or_skip()
     user = Ed25519Signer.generate()
     mnemonic = f"replica test {uuid.uuid4()}"
     shared = {"REDIS_URL": url, "THROTTLE_LIMIT": "4", "ORACLE_SIGNING_MNEMONIC": mnemonic}
@@ -46,7 +37,7 @@ async def test_rate_limit_is_shared_by_replicas(serve: Serve) -> None:
 
 
 async def test_one_turn_per_session_across_replicas(serve: Serve) -> None:
-    url = redis_url()
+    url = redis_url_or_skip()
     slow = OpenAIDouble(["slow " * 40, "fast"], chunk_size=5, delay_between_chunks=0.01)
     await slow.start()
     try:

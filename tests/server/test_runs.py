@@ -26,6 +26,7 @@ from oracle_server.testing import (
     SseEvent,
     auth_headers,
     free_port,
+    redis_url_or_skip,
 )
 from oracle_ucan import Ed25519Signer
 
@@ -179,13 +180,6 @@ async def test_an_aborted_run_ends_with_its_partial_text(
         assert LONG_REPLY.startswith(done.data["partialText"])
 
 
-def redis_url() -> str:
-    url = os.environ.get("ORACLE_TEST_REDIS_URL")
-    if not url:
-        pytest.skip("set ORACLE_TEST_REDIS_URL to run the multi-replica tests")
-    return url
-
-
 REPLICA = textwrap.dedent(
     """
     import asyncio, os
@@ -218,7 +212,7 @@ async def test_rejoin_through_another_replica_and_a_replica_that_dies(
     serve: Serve, slow_llm: OpenAIDouble, base_env: dict[str, str], tmp_path: Path
 ) -> None:
     shared: dict[str, Any] = {
-        "REDIS_URL": redis_url(),
+        "REDIS_URL": redis_url_or_skip(),
         "ORACLE_SIGNING_MNEMONIC": f"replica test {uuid.uuid4()}",
         "RUN_REPLICA_TIMEOUT_SECONDS": "1.5",
         **slow_llm.env(),

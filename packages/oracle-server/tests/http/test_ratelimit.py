@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-import redis
 from redis.asyncio import Redis
 
 from oracle_server._http.ratelimit import (
@@ -20,15 +17,7 @@ from oracle_server._http.ratelimit import (
     RedisRateLimiter,
     create_rate_limiter,
 )
-
-REDIS_URL_VAR = "ORACLE_TEST_REDIS_URL"
-
-
-def redis_url_or_skip() -> str:
-    url = os.environ.get(REDIS_URL_VAR)
-    if not url:
-        pytest.skip(f"needs Redis: set {REDIS_URL_VAR} (e.g. redis://127.0.0.1:6379/0)")
-    return url
+from oracle_server.testing import redis_test_target
 
 
 class FakeClock:
@@ -42,14 +31,8 @@ class FakeClock:
 @pytest.fixture
 def redis_target() -> Iterator[tuple[str, str]]:
     """A Redis URL and a key prefix unique to the test; its keys are deleted afterwards."""
-    url = redis_url_or_skip()
-    prefix = f"oracle-test:rl:{uuid.uuid4().hex}:"
-    yield url, prefix
-    # A synchronous client, so the cleanup does not depend on the test's event loop.
-    with redis.Redis.from_url(url) as client:
-        keys = list(client.scan_iter(match=prefix + "*"))
-        if keys:
-            client.delete(*keys)
+    with redis_test_target("rl") as target:
+        yield target.url, target.prefix
 
 
 @pytest.fixture(params=["memory", "redis"])

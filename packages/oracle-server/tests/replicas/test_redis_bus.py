@@ -7,9 +7,7 @@ answer. Needs ``ORACLE_TEST_REDIS_URL``.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -18,22 +16,19 @@ import pytest
 from redis.asyncio import Redis
 
 from oracle_server._replicas.redis import ControlBus
+from oracle_server.testing import redis_url_or_skip, unique_key_prefix
 
-REDIS_URL_VAR = "ORACLE_TEST_REDIS_URL"
 Buses = Callable[..., AbstractAsyncContextManager[list[ControlBus]]]
 
 
 @pytest.fixture
 def redis_url() -> str:
-    url = os.environ.get(REDIS_URL_VAR)
-    if not url:
-        pytest.skip(f"needs Redis: set {REDIS_URL_VAR} (e.g. redis://127.0.0.1:6379/0)")
-    return url
+    return redis_url_or_skip()
 
 
 @pytest.fixture
 def channel() -> str:
-    return f"oracle:test-control:{uuid.uuid4().hex}"
+    return unique_key_prefix("control")
 
 
 @pytest.fixture

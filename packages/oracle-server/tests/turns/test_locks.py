@@ -5,16 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import random
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
 
 import pytest
-import redis
 from redis.asyncio import Redis
 
 from oracle_server._turns.locks import (
@@ -24,8 +21,7 @@ from oracle_server._turns.locks import (
     TurnLocks,
     create_turn_locks,
 )
-
-REDIS_URL_VAR = "ORACLE_TEST_REDIS_URL"
+from oracle_server.testing import redis_test_target
 
 # A replica in its own process: takes the turn, reports it, then runs until killed.
 _CRASHING_REPLICA = """
@@ -42,24 +38,11 @@ asyncio.run(main())
 """
 
 
-def redis_url_or_skip() -> str:
-    url = os.environ.get(REDIS_URL_VAR)
-    if not url:
-        pytest.skip(f"needs Redis: set {REDIS_URL_VAR} (e.g. redis://127.0.0.1:6379/0)")
-    return url
-
-
 @pytest.fixture
 def redis_target() -> Iterator[tuple[str, str]]:
     """A Redis URL and a key prefix unique to the test; its keys are deleted afterwards."""
-    url = redis_url_or_skip()
-    prefix = f"oracle-test:turn:{uuid.uuid4().hex}:"
-    yield url, prefix
-    # A synchronous client, so the cleanup does not depend on the test's event loop.
-    with redis.Redis.from_url(url) as client:
-        keys = list(client.scan_iter(match=prefix + "*"))
-        if keys:
-            client.delete(*keys)
+    with redis_test_target("turn") as target:
+        yield target.url, target.prefix
 
 
 @pytest.fixture(params=["memory", "redis"])

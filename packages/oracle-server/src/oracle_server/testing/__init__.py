@@ -13,6 +13,12 @@ Doubles and servers:
 - `serving(app)`: an ``OracleApp`` on loopback for the duration of a block;
   `auth_headers(user, oracle_did)`: headers of a development auth invocation.
 
+Services:
+
+- `redis_url_or_skip()`: the tests' Redis (``ORACLE_TEST_REDIS_URL``) or a skip naming the
+  variable; `redis_test_target(label)`: that URL with a key prefix of the test's own
+  (`RedisTestTarget`), whose keys are deleted afterwards; `unique_key_prefix(label)`.
+
 Protocol checks:
 
 - `PersistentSseParser` / `PerReadSseParser`: the SSE parsers of client SDK 1.4.0 and
@@ -54,6 +60,13 @@ from oracle_server.testing._matrix import (
     wait_ready,
 )
 from oracle_server.testing._openai_double import ChatRequest, OpenAIDouble, Step, ToolCalls
+from oracle_server.testing._redis import (
+    REDIS_URL_VARIABLE,
+    RedisTestTarget,
+    redis_test_target,
+    redis_url_or_skip,
+    unique_key_prefix,
+)
 from oracle_server.testing._server import auth_headers, free_port, serving
 from oracle_server.testing._sse import (
     ACCEPTED_EVENTS,
@@ -77,6 +90,7 @@ __all__ = [
     "ACCEPTED_EVENTS",
     "ENTITY_DID",
     "PER_READ_ACCEPTED_EVENTS",
+    "REDIS_URL_VARIABLE",
     "SYNAPSE_VERSION",
     "BlocksyncDouble",
     "ChatRequest",
@@ -87,6 +101,7 @@ __all__ = [
     "OracleAccount",
     "PerReadSseParser",
     "PersistentSseParser",
+    "RedisTestTarget",
     "RegisteredUser",
     "SseEvent",
     "Step",
@@ -110,8 +125,11 @@ __all__ = [
     "provision_oracle",
     "random_mnemonic",
     "read_chain",
+    "redis_test_target",
+    "redis_url_or_skip",
     "serving",
     "split_everywhere",
+    "unique_key_prefix",
     "user_headers",
     "user_room_alias",
     "wait_ready",
