@@ -118,3 +118,13 @@ def test_plugins_accept_any_core_of_the_same_major(wheels: dict[str, Path]) -> N
         # Core, server and ucan release together; a plugin works with any 0.x of them.
         assert "oracle-core<1,>=0.1" in runtime, (name, runtime)
         assert not [r for r in runtime if "==" in r], (name, runtime)
+
+
+def test_the_server_wheel_ships_its_lua_scripts(wheels: dict[str, Path]) -> None:
+    # Redis scripts live as .lua files beside the Python that loads them.
+    source = ROOT / "packages/oracle-server/src"
+    scripts = sorted(p.relative_to(source).as_posix() for p in source.rglob("*.lua"))
+    names, _ = _metadata(wheels["oracle-server"])
+
+    assert scripts
+    assert sorted(n for n in names if n.endswith(".lua")) == scripts

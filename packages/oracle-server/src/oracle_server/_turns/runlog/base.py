@@ -1,0 +1,110 @@
+"""What a run log is: runs, their numbered events, and the protocol every backend follows."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from oracle_server._http.sse import frame
+
+__all__ = [
+    "ACTIVE",
+    "MAX_BYTES",
+    "MAX_EVENTS",
+    "REPLICA_TIMEOUT_SECONDS",
+    "RUN_RETENTION_SECONDS",
+    "RunEvent",
+    "RunGone",
+    "RunInfo",
+    "RunLog",
+    "RunStatus",
+]
+
+RunStatus = Literal[
+    "queued", "running", "recovering", "finished", "interrupted", "aborted", "failed"
+]
+ACTIVE: frozenset[str] = frozenset({"queued", "running", "recovering"})
+RUN_RETENTION_SECONDS = 600.0
+MAX_EVENTS = 20_000
+MAX_BYTES = 8 * 1024 * 1024
+REPLICA_TIMEOUT_SECONDS = 15.0
+
+
+class RunGone(LookupError):
+    """The run is unknown, expired, or no longer holds the events asked for."""
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """One numbered event of a run.
+
+    A log may keep only the encoded frame (``encoded``), with ``data`` left empty: the
+    in-memory log does, which holds a run in about the size of its SSE text.
+    """
+
+    seq: int
+    event: str
+    data: dict[str, Any]
+    encoded: bytes | None = None
+
+    def to_sse(self) -> bytes:
+        """The SSE frame, with its number as ``id``."""
+        if self.encoded is not None:
+            return self.encoded
+        return frame(self.event, self.data, event_id=self.seq)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What is known of a run besides its events."""
+
+    run_id: str
+    session_id: str
+    user_did: str
+    request_id: str
+    status: RunStatus = "queued"
+    replica: str = ""
+    created_at: float = field(default_factory=time.time)
+
+    def to_wire(self) -> dict[str, str]:
+        """``{runId, status}`` for ``GET /sessions/{id}/run``."""
+        return {"runId": self.run_id, "status": self.status}
+
+
+class RunLog(Protocol):
+    """Where runs and their events are kept."""
+
+    replica: str
+
+    async def create(self, info: RunInfo) -> None:
+        """Register a run (it becomes the session's active run)."""
+        ...
+
+    async def append(self, run_id: str, events: list[RunEvent]) -> None:
+        """Add events (numbered by the writer, in order)."""
+        ...
+
+    async def set_status(self, run_id: str, status: RunStatus) -> None:
+        """Record the run's status; a final one starts the retention clock."""
+        ...
+
+    async def info(self, run_id: str) -> RunInfo | None:
+        """The run, or ``None`` when unknown or expired."""
+        ...
+
+    async def active_run(self, session_id: str) -> RunInfo | None:
+        """The session's queued, running or recovering run, if any."""
+        ...
+
+    async def read(self, run_id: str, after: int, *, wait: float) -> list[RunEvent]:
+        """Events after ``after``, waiting up to ``wait`` seconds when there are none.
+
+        Raises:
+            RunGone: unknown run, or events after ``after`` were dropped.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Stop background work and close connections."""
+        ...
