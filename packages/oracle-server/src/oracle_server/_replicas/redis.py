@@ -1,14 +1,13 @@
 """Control messages between replicas (SRV-54), on the Redis of ``SOCKETIO_MESSAGE_QUEUE``.
 
 python-socketio's ``AsyncRedisManager`` carries the room events; this bus carries what
-must reach the replica *running* a turn, wherever the request or socket arrived:
+must reach the replica *running* a turn, wherever the request or socket arrived (the
+messages are described in :mod:`oracle_server._replicas.base`):
 
-- ``settle``: a ``tool_result`` or ``action_call_result`` that a socket on this replica
-  sent for a call this replica is not waiting for. Every replica hears it; the one whose
-  turn waits for that ``toolCallId`` (bound to that session) settles it, the others drop it.
-- ``abort``: ``POST /messages/abort`` (or a session delete) for turns on other replicas.
-  It is a request and reply: every replica aborts the caller's turns of the session that
-  it runs or queues and answers on the asker's reply channel whether it aborted one.
+- ``settle``: every replica hears it on the shared channel; the one whose turn waits for
+  that ``toolCallId`` (bound to that session) settles it, the others drop it.
+- ``abort``: every replica aborts the caller's turns of the session that it runs or queues
+  and answers on the asker's reply channel whether it aborted one.
 
 How the asker knows how many answers to wait for: ``PUBLISH`` returns how many
 subscribers received the request, and every replica is subscribed once, the asker
@@ -30,34 +29,35 @@ import contextlib
 import json
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from oracle_server._replicas.base import (
+    ABORT_REPLY_TIMEOUT_SECONDS,
+    AbortHandler,
+    SettleHandler,
+)
+from oracle_server._replicas.cancellation import honour_cancellation
+
 __all__ = [
     "ABORT_REPLY_TIMEOUT_SECONDS",
     "CONTROL_CHANNEL",
     "AbortHandler",
     "ControlBus",
+    "RedisReplicaBus",
     "SettleHandler",
 ]
 
 logger = logging.getLogger("oracle.server.controlbus")
 
 CONTROL_CHANNEL = "oracle:control"
-ABORT_REPLY_TIMEOUT_SECONDS = 2.0
 SUBSCRIBE_TIMEOUT_SECONDS = 5.0
 _RETRY_FIRST_SECONDS = 0.5
 _RETRY_MAX_SECONDS = 30.0
-
-SettleHandler = Callable[[str, str, str, Mapping[str, Any]], bool]
-"""``(kind, session_id, tool_call_id, data) -> settled``: a forwarded client result."""
-
-AbortHandler = Callable[[str, str], Awaitable[bool]]
-"""``(user_did, session_id) -> aborted``: abort the caller's turns of the session here."""
 
 
 @dataclass
@@ -79,7 +79,7 @@ class _AbortReplies:
         return self.aborted or (self.expected is not None and self.answers >= self.expected)
 
 
-class ControlBus:
+class RedisReplicaBus:
     """Control messages shared by the replicas of one oracle through Redis pub/sub.
 
     Args:
@@ -180,7 +180,8 @@ class ControlBus:
         }
         try:
             # Registered before publishing: answers can arrive before PUBLISH returns.
-            replies.expected = int(await self._redis.publish(self._channel, json.dumps(message)))
+            published = self._redis.publish(self._channel, json.dumps(message))
+            replies.expected = int(await honour_cancellation(published))
             async with asyncio.timeout(self._reply_timeout):
                 while not replies.complete:
                     replies.changed.clear()
@@ -283,3 +284,7 @@ class ControlBus:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             logger.warning("controlbus.answer_failed: %r", task.exception())
+
+
+ControlBus = RedisReplicaBus
+"""The former name of :class:`RedisReplicaBus`, kept while the boot still uses it."""

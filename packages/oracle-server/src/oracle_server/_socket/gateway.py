@@ -11,7 +11,7 @@ everything else to Starlette, so socket traffic never enters the HTTP pipeline (
 - Delivery is fire-and-forget: nothing is buffered for sockets that join later.
 - Several replicas (``SOCKETIO_MESSAGE_QUEUE``, SRV-54): rooms span the replicas through
   python-socketio's ``AsyncRedisManager``, and a client result for a call that another
-  replica waits for is forwarded on the :class:`~oracle_server._replicas.redis.ControlBus`.
+  replica waits for is forwarded on the :class:`~oracle_server._replicas.base.ReplicaBus`.
   Without a queue nothing of this runs: rooms and results stay in this process.
 """
 
@@ -34,7 +34,7 @@ from oracle_server._auth.authenticator import AuthData, Authenticator
 from oracle_server._http.errors import HTTPError
 from oracle_server._http.sse import timestamp
 from oracle_server._persistence import Sessions
-from oracle_server._replicas.redis import ControlBus
+from oracle_server._replicas.base import ReplicaBus
 from oracle_server._settings import ServerSettings
 from oracle_server._socket.calls import (
     CallKind,
@@ -164,7 +164,7 @@ class SocketGateway:
         sessions: Sessions,
         *,
         authenticator: Authenticator | None = None,
-        bus: ControlBus | None = None,
+        bus: ReplicaBus | None = None,
     ) -> None:
         origins = settings.cors_origins()
         any_origin = origins == ["*"]
