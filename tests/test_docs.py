@@ -60,7 +60,7 @@ def _server_map() -> dict[str, str]:
     text = (ROOT / "docs/oracle-server.md").read_text()
     table = text.split("## Where things live", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| (.+?) \| (.+) \|$", table, re.MULTILINE)
-    return {question: where for question, where in rows[2:]}
+    return dict(rows[2:])
 
 
 def test_the_server_map_names_paths_that_exist() -> None:
