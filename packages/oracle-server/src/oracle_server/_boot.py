@@ -72,7 +72,7 @@ from oracle_server._persistence import (
     database_url,
     open_checkpointers,
 )
-from oracle_server._replicas.redis import ControlBus
+from oracle_server._replicas import ReplicaBus, create_replica_bus
 from oracle_server._settings import ServerSettings, load_settings
 from oracle_server._socket.frontend_tools import FrontendToolsPlugin
 from oracle_server._socket.gateway import SocketGateway
@@ -104,7 +104,7 @@ BUILDERS = (
 class Replicas:
     """What the replicas of one oracle share (in this process when there is one)."""
 
-    bus: ControlBus | None
+    bus: ReplicaBus
     runs: RunLog
     locks: TurnLocks
     limiter: RateLimiter
@@ -247,17 +247,15 @@ async def create_oracle_app(
 
 
 async def open_replicas(stack: AsyncExitStack, settings: ServerSettings) -> Replicas:
-    """The control bus (``SOCKETIO_MESSAGE_QUEUE``), run log, turn locks and rate limits
+    """The replica bus (``SOCKETIO_MESSAGE_QUEUE``), run log, turn locks and rate limits
     (``REDIS_URL``); each stays in this process without its URL.
 
-    The bus subscribes first, so that a replica that cannot reach it fails before
-    anything else is opened.
+    The bus joins first, so that a replica that cannot reach it fails before anything
+    else is opened.
     """
-    bus: ControlBus | None = None
-    if settings.socketio_message_queue:
-        bus = ControlBus(settings.socketio_message_queue)
-        stack.push_async_callback(_closing("the replica bus", bus.aclose))
-        await bus.start()
+    bus = create_replica_bus(settings.socketio_message_queue)
+    stack.push_async_callback(_closing("the replica bus", bus.aclose))
+    await bus.start()
     runs = create_run_log(settings.redis_url, replica_timeout=settings.run_replica_timeout_seconds)
     stack.push_async_callback(_closing("the run log", runs.aclose))
     locks = create_turn_locks(settings.redis_url)
@@ -315,7 +313,7 @@ def build_socket_layer(
     settings: ServerSettings,
     sessions: Sessions,
     authenticator: Authenticator,
-    bus: ControlBus | None,
+    bus: ReplicaBus,
 ) -> tuple[SocketGateway, ServerEventSink]:
     """The socket.io gateway (SRV-47 … 54) and the sink that sends plugin events to the
     turn's stream and the session's sockets."""
@@ -429,10 +427,9 @@ def build_turns(
         stored_delegation=persistence.storage.delegations.usable,
         runs=replicas.runs,
     )
-    if replicas.bus is not None:
-        # SRV-54: aborts reach the replica running the turn, wherever they arrive.
-        runner.abort_elsewhere = replicas.bus.abort_elsewhere
-        replicas.bus.handle_abort(runner.abort_here)
+    # SRV-54: aborts reach the replica running the turn, wherever they arrive.
+    runner.abort_elsewhere = replicas.bus.abort_elsewhere
+    replicas.bus.handle_abort(runner.abort_here)
     if matrix is not None:
         matrix.bind(
             on_status=runtime.emit_status_change,
