@@ -42,14 +42,32 @@ async def test_default_tools_are_prefixed_and_bound_verbatim(
     async with remote_runtime() as rt:
         built = await rt.build("hello")
     assert memory_tools(list(built.tool_infos)) == DEFAULT_TOOLS
-    upstream = {t.name: t for t in engine.mcp._tool_manager.list_tools()}
+    upstream = {t.name: t for t in await engine.mcp.list_tools()}
     bound = {t.name: t.plugin_tool for t in built.tools if hasattr(t, "plugin_tool")}
     for name in DEFAULT_TOOLS:
         wire = upstream[name.removeprefix("memory-engine__")]
-        assert bound[name].args_schema == wire.parameters
+        assert bound[name].args_schema == wire.inputSchema
         assert bound[name].description == wire.description
     assert built.tool_infos["memory-engine__search_memory_engine"].effect == "read"
     assert built.tool_infos["memory-engine__clear"].effect == "destructive"
+
+
+async def test_the_double_names_the_tools_it_serves(
+    engine: MemoryEngineDouble, remote_runtime: RuntimeFactory
+) -> None:
+    async with remote_runtime() as rt:
+        built = await rt.build("hello")
+    served = await engine.tool_names()
+    assert sorted(served) == [
+        "add_memory",
+        "add_oracle_knowledge",
+        "clear",
+        "delete_edge",
+        "delete_episode",
+        "search_memory_engine",
+    ]
+    bound = [n.removeprefix("memory-engine__") for n in memory_tools(list(built.tool_infos))]
+    assert set(bound) <= set(served)
     assert built.tool_infos["memory-engine__add_memory"].effect == "write"
     assert built.degraded == []
 

@@ -432,9 +432,9 @@ class MemoryEngineDouble:
             removed = len(self.memories.pop((caller.user, "user"), []))
             return f"cleared {removed} memories"
 
-    def tool_names(self) -> Sequence[str]:
-        """The MCP tools the double serves."""
-        return [t.name for t in self.mcp._tool_manager.list_tools()]
+    async def tool_names(self) -> Sequence[str]:
+        """The MCP tools the double serves, as its ``tools/list`` answers."""
+        return [t.name for t in await self.mcp.list_tools()]
 
 
 class _AuthenticatedMcp:
