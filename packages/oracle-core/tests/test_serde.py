@@ -18,10 +18,10 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langgraph.checkpoint.serde.jsonplus import EXT_PYDANTIC_V2, JsonPlusSerializer
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from pydantic import BaseModel
 
 from oracle_core import CheckpointSerializer
+from oracle_core._langgraph_compat import DeltaSnapshot, msgpack_ext_hook
 
 
 class Note(BaseModel):
@@ -95,9 +95,9 @@ def test_read_messages_behave_like_validated_ones() -> None:
 def test_delta_snapshots_of_messages_read_back() -> None:
     ours = CheckpointSerializer()
 
-    read = ours.loads_typed(ours.dumps_typed(_DeltaSnapshot(messages())))
+    read = ours.loads_typed(ours.dumps_typed(DeltaSnapshot(messages())))
 
-    assert isinstance(read, _DeltaSnapshot)
+    assert isinstance(read, DeltaSnapshot)
     assert read.value == messages()
 
 
@@ -159,8 +159,8 @@ def test_an_allowlisted_copy_still_rebuilds_messages_itself() -> None:
     assert isinstance(widened, CheckpointSerializer)
     assert read == value
     # The clone's hook is the message-building one, wrapped around LangGraph's new one.
-    assert widened._unpack_ext_hook.__qualname__.startswith("_constructing_messages")
-    assert widened._unpack_ext_hook is not strict._unpack_ext_hook
+    assert msgpack_ext_hook(widened).__qualname__.startswith("_constructing_messages")
+    assert msgpack_ext_hook(widened) is not msgpack_ext_hook(strict)
 
 
 @pytest.mark.parametrize("serializer", [CheckpointSerializer(), JsonPlusSerializer()])

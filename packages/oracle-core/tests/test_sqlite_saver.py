@@ -13,14 +13,12 @@ import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels import DeltaChannel
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import START, StateGraph
-from langgraph.graph.message import _messages_delta_reducer
-from langgraph.pregel._checkpoint import copy_checkpoint
 
 from oracle_core import CheckpointSerializer, MessageStoreSqliteSaver
 from oracle_core._checkpoint import read_thread_state
+from oracle_core._langgraph_compat import DeltaSnapshot, copy_checkpoint, messages_delta_reducer
 from oracle_core._sqlite_saver import _decoded, _DecodedMessages
 
 SNAPSHOT_EVERY = 3
@@ -29,7 +27,7 @@ SNAPSHOT_EVERY = 3
 class ChatState(TypedDict):
     messages: Annotated[
         list[AnyMessage],
-        DeltaChannel(_messages_delta_reducer, snapshot_frequency=SNAPSHOT_EVERY),
+        DeltaChannel(messages_delta_reducer, snapshot_frequency=SNAPSHOT_EVERY),
     ]
 
 
@@ -239,7 +237,7 @@ async def test_a_failed_snapshot_write_keeps_nothing_and_leaves_the_file_unlocke
         stored_before = conn.execute("SELECT COUNT(*) FROM oracle_message_blobs").fetchone()
     conn.close()
     checkpoint = copy_checkpoint(latest.checkpoint)
-    checkpoint["channel_values"] = {"messages": _DeltaSnapshot([HumanMessage("new", id="n")])}
+    checkpoint["channel_values"] = {"messages": DeltaSnapshot([HumanMessage("new", id="n")])}
     checkpoint["id"] = None  # type: ignore[typeddict-item]  # refused by NOT NULL
 
     with pytest.raises(sqlite3.IntegrityError):

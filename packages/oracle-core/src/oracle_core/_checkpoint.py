@@ -21,9 +21,8 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
 )
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
-from langgraph.pregel._checkpoint import copy_checkpoint
 
+from oracle_core._langgraph_compat import DeltaSnapshot, copy_checkpoint
 from oracle_core._serde import CheckpointSerializer
 from oracle_core._sqlite_saver import MessageStoreSqliteSaver
 
@@ -356,8 +355,8 @@ def _fresh_history(history: Mapping[str, DeltaChannelHistory]) -> dict[str, Delt
         copied: DeltaChannelHistory = {"writes": list(entry["writes"])}
         if "seed" in entry:
             seed = entry["seed"]
-            if isinstance(seed, _DeltaSnapshot) and isinstance(seed.value, list):
-                seed = _DeltaSnapshot(list(seed.value))
+            if isinstance(seed, DeltaSnapshot) and isinstance(seed.value, list):
+                seed = DeltaSnapshot(list(seed.value))
             copied["seed"] = seed
         fresh[name] = copied
     return fresh

@@ -14,7 +14,7 @@ it does not know go through LangGraph's own hook, validation and allowlist inclu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import ormsgpack
@@ -24,8 +24,9 @@ from langgraph.checkpoint.serde.jsonplus import (
     EXT_PYDANTIC_V2,
     JsonPlusSerializer,
 )
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from pydantic import BaseModel
+
+from oracle_core._langgraph_compat import DeltaSnapshot, ExtHook, wrap_msgpack_ext_hook
 
 __all__ = ["CheckpointSerializer", "copy_message"]
 
@@ -72,9 +73,6 @@ def _message(cls: type[BaseModel], fields: dict[str, Any]) -> BaseModel:
     return message
 
 
-ExtHook = Callable[[int, bytes], Any]
-
-
 def copy_message(message: BaseModel) -> BaseModel:
     """A shallow copy of ``message``: its own field dict, the same field values."""
     cls = type(message)
@@ -97,7 +95,7 @@ def _constructing_messages(fallback: ExtHook) -> ExtHook:
             return fallback(code, data)
         if code == EXT_DELTA_SNAPSHOT:
             # LangGraph's hook would decode the snapshot's messages with itself.
-            return _DeltaSnapshot(ormsgpack.unpackb(data, ext_hook=hook, option=_OPTIONS))
+            return DeltaSnapshot(ormsgpack.unpackb(data, ext_hook=hook, option=_OPTIONS))
         return fallback(code, data)
 
     return hook
@@ -112,7 +110,7 @@ class CheckpointSerializer(JsonPlusSerializer):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._unpack_ext_hook = _constructing_messages(self._unpack_ext_hook)
+        wrap_msgpack_ext_hook(self, _constructing_messages)
 
     def with_msgpack_allowlist(
         self, extra_allowlist: Iterable[tuple[str, ...] | type]
@@ -120,5 +118,5 @@ class CheckpointSerializer(JsonPlusSerializer):
         clone = super().with_msgpack_allowlist(extra_allowlist)
         if clone is not self:
             # The parent rebuilt its plain hook for the new allowlist.
-            clone._unpack_ext_hook = _constructing_messages(clone._unpack_ext_hook)
+            wrap_msgpack_ext_hook(clone, _constructing_messages)
         return clone

@@ -41,9 +41,9 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
     get_checkpoint_metadata,
 )
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from oracle_core._langgraph_compat import DeltaSnapshot
 from oracle_core._serde import copy_message
 
 __all__ = ["MESSAGE_CACHE_BYTES", "MESSAGE_CACHE_SIZE", "MessageStoreSqliteSaver"]
@@ -165,7 +165,7 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
         snapshots = {
             name: value.value
             for name, value in values.items()
-            if isinstance(value, _DeltaSnapshot)
+            if isinstance(value, DeltaSnapshot)
             and isinstance(value.value, list)
             and value.value
             and all(isinstance(m, BaseMessage) for m in value.value)
@@ -183,7 +183,7 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
                 digest = hashlib.blake2b(type_.encode() + b"\0" + blob, digest_size=16).hexdigest()
                 digests.append(digest)
                 rows[digest] = (thread_id, ns, digest, type_, blob)
-            replaced[name] = _DeltaSnapshot({_REFS: digests})
+            replaced[name] = DeltaSnapshot({_REFS: digests})
         type_, stored = self.serde.dumps_typed({**checkpoint, "channel_values": replaced})
         stored_metadata = json.dumps(
             get_checkpoint_metadata(config, metadata), ensure_ascii=False
@@ -258,14 +258,14 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
         refs = {
             name: value.value[_REFS]
             for name, value in values.items()
-            if isinstance(value, _DeltaSnapshot) and _is_refs(value.value)
+            if isinstance(value, DeltaSnapshot) and _is_refs(value.value)
         }
         if not refs:
             return saved
         thread_id, ns = _thread_of(saved.config)
         resolved = dict(values)
         for name, digests in refs.items():
-            resolved[name] = _DeltaSnapshot(await self._messages(thread_id, ns, digests))
+            resolved[name] = DeltaSnapshot(await self._messages(thread_id, ns, digests))
         return saved._replace(checkpoint={**saved.checkpoint, "channel_values": resolved})
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -305,7 +305,7 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
         seeds = {
             name: entry["seed"].value[_REFS]
             for name, entry in history.items()
-            if isinstance(entry.get("seed"), _DeltaSnapshot) and _is_refs(entry["seed"].value)
+            if isinstance(entry.get("seed"), DeltaSnapshot) and _is_refs(entry["seed"].value)
         }
         if not seeds:
             return history
@@ -314,7 +314,7 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
         for name, digests in seeds.items():
             entry: DeltaChannelHistory = {
                 "writes": history[name]["writes"],
-                "seed": _DeltaSnapshot(await self._messages(thread_id, ns, digests)),
+                "seed": DeltaSnapshot(await self._messages(thread_id, ns, digests)),
             }
             resolved[name] = entry
         return resolved

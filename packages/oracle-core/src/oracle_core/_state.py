@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal, NotRequired, Required, TypedDict
 from langchain.agents import AgentState
 from langchain_core.messages import AnyMessage
 from langgraph.channels import DeltaChannel
-from langgraph.graph.message import _messages_delta_reducer
+
+from oracle_core._langgraph_compat import messages_delta_reducer
 
 __all__ = [
     "AgentConfigState",
@@ -84,7 +85,7 @@ often) and save little: a load builds every message either way.
 
 ThreadMessages = Annotated[
     list[AnyMessage],
-    DeltaChannel(_messages_delta_reducer, snapshot_frequency=MESSAGES_SNAPSHOT_FREQUENCY),
+    DeltaChannel(messages_delta_reducer, snapshot_frequency=MESSAGES_SNAPSHOT_FREQUENCY),
 ]
 """The ``messages`` key of a thread, stored as deltas (LangGraph's ``DeltaChannel``, beta).
 
@@ -96,11 +97,11 @@ loading a thread replays the writes since the last copy. The value is therefore 
 checkpoint's ``channel_values``: read it with a graph's ``aget_state``
 (``read_thread_state`` for main-agent threads).
 
-``_messages_delta_reducer`` merges like ``add_messages`` (by id; ``RemoveMessage`` and
-``REMOVE_ALL_MESSAGES``), without raising on unknown ids; LangGraph gives messages their
-ids before storing them. A thread stored with whole lists loads unchanged: the replay
-starts from the last list it finds. PostgreSQL's ``keep_latest`` pruning refuses such
-threads, since older checkpoints are needed to rebuild the newest.
+LangGraph's ``_messages_delta_reducer`` merges like ``add_messages`` (by id;
+``RemoveMessage`` and ``REMOVE_ALL_MESSAGES``), without raising on unknown ids; LangGraph
+gives messages their ids before storing them. A thread stored with whole lists loads
+unchanged: the replay starts from the last list it finds. PostgreSQL's ``keep_latest``
+pruning refuses such threads, since older checkpoints are needed to rebuild the newest.
 """
 
 

@@ -14,6 +14,8 @@ import contextvars
 from collections.abc import Callable
 from typing import Any
 
+from oracle_core._langgraph_compat import langsmith_aio_to_thread_override
+
 __all__ = ["install_untraced_fast_path"]
 
 
@@ -37,13 +39,14 @@ def install_untraced_fast_path() -> bool:
 
     Returns:
         Whether the runtime's override is active.
+
+    Raises:
+        ImportError: The installed LangSmith is outside the supported range and lacks
+            the getter this reads the current override with.
     """
-    try:
-        import langsmith
-        from langsmith._runtime_overrides import get_runtime_overrides
-    except ImportError:  # LangSmith is optional for LangChain; nothing to speed up
-        return False
-    current = get_runtime_overrides().aio_to_thread
+    import langsmith
+
+    current = langsmith_aio_to_thread_override()
     if current is None:
         langsmith.set_runtime_overrides(aio_to_thread=_inline_when_untraced)
         return True
