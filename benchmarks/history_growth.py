@@ -39,8 +39,7 @@ from benchmarks.server_throughput import (
     sse_turn,
     tool_then_answer,
 )
-from oracle_core import SessionInfo, TurnRequest, UserInfo
-from oracle_core._state import MESSAGES_SNAPSHOT_FREQUENCY
+from oracle_core import MESSAGES_SNAPSHOT_FREQUENCY, SessionInfo, TurnRequest, UserInfo
 from oracle_server import OracleApp, freeze_boot_objects
 from oracle_server.testing import OpenAIDouble, auth_headers, serving
 from oracle_ucan import Ed25519Signer

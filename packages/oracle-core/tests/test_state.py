@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.channels import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 
-from oracle_core import MainAgentState, ReadonlyState
+from oracle_core import MESSAGES_SNAPSHOT_FREQUENCY, MainAgentState, ReadonlyState
 from oracle_core._state import merge_dict, union_ordered
 
 # --- fixtures -------------------------------------------------------------------------
@@ -107,6 +108,13 @@ def test_graph_applies_the_state_reducers() -> None:
     assert result["space_id"] == "space-2"
     assert result["browser_tools"] == [{"name": "scroll"}]
     assert [m.text for m in result["messages"]] == ["hi", "hello"]
+
+
+def test_thread_messages_are_snapshot_at_the_exported_frequency() -> None:
+    channel = StateGraph(MainAgentState).channels["messages"]
+
+    assert isinstance(channel, DeltaChannel)
+    assert channel.snapshot_frequency == MESSAGES_SNAPSHOT_FREQUENCY == 100
 
 
 # --- ReadonlyState (CORE-51) ----------------------------------------------------------

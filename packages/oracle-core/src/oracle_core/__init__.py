@@ -110,7 +110,7 @@ from oracle_core._services import (
     UnavailableMatrixService,
 )
 from oracle_core._sqlite_saver import MessageStoreSqliteSaver
-from oracle_core._state import MainAgentState, ReadonlyState
+from oracle_core._state import MESSAGES_SNAPSHOT_FREQUENCY, MainAgentState, ReadonlyState
 from oracle_core._subagents import create_summarization_middleware
 from oracle_core._tokens import count_tokens
 from oracle_core._tools import (
@@ -131,6 +131,7 @@ __all__ = [
     "DEFAULT_OPERATIONAL_MODE",
     "DEFAULT_REFUSAL",
     "HOOK_NAMES",
+    "MESSAGES_SNAPSHOT_FREQUENCY",
     "PROMPT_SLOTS",
     "PROVIDERS",
     "RESERVED_MIDDLEWARE_NAMES",
