@@ -137,6 +137,31 @@ def parse_manifest(
         return None, errors
 
 
+@dataclass
+class _Findings:
+    """The messages of one manifest check, in the order the rules run."""
+
+    plugin_name: str
+    errors: list[str]
+    warnings: list[str] = field(default_factory=list)
+
+    def hard(self, path: str, text: str) -> None:
+        """Record a broken rule that makes the manifest invalid."""
+        self.errors.append(f"[boot-error] [{self.plugin_name}] {path}: {text}")
+
+    def soft(self, path: str, text: str) -> None:
+        """Record a rule the manifest should follow but may break."""
+        self.warnings.append(f"[boot-warning] [{self.plugin_name}] {path}: {text}")
+
+
+# (field, most entries, most characters per entry or None when entries are not text)
+_LIST_LIMITS: tuple[tuple[str, int, int | None], ...] = (
+    ("when_to_use", WHEN_TO_USE_MAX_ENTRIES, WHEN_TO_USE_MAX_CHARS),
+    ("when_not_to_use", WHEN_NOT_TO_USE_MAX_ENTRIES, WHEN_NOT_TO_USE_MAX_CHARS),
+    ("examples", EXAMPLES_MAX, None),
+)
+
+
 def validate_manifest(
     manifest: PluginManifest | Mapping[str, Any],
     plugin_name: str,
@@ -157,56 +182,72 @@ def validate_manifest(
     parsed, errors = parse_manifest(manifest, plugin_name)
     if parsed is None:
         return ManifestValidationResult(valid=False, errors=tuple(errors))
-    warnings: list[str] = []
-
-    def hard(path: str, text: str) -> None:
-        errors.append(f"[boot-error] [{plugin_name}] {path}: {text}")
-
-    def soft(path: str, text: str) -> None:
-        warnings.append(f"[boot-warning] [{plugin_name}] {path}: {text}")
-
-    if not parsed.title.strip():
-        hard("title", "must not be empty")
-    if not parsed.summary.strip():
-        hard("summary", "must not be empty")
-    elif len(parsed.summary) > SUMMARY_MAX:
-        soft("summary", f"is {len(parsed.summary)} characters; keep it under {SUMMARY_MAX}")
-
-    usable_when = [w for w in parsed.when_to_use if w.strip()]
-    if parsed.visibility != "silent" and not usable_when:
-        article = "an" if parsed.visibility.startswith(("a", "o")) else "a"
-        hard(
-            "when_to_use",
-            f"must list at least one entry for {article} {parsed.visibility} plugin",
-        )
-    if len(parsed.when_to_use) > WHEN_TO_USE_MAX_ENTRIES:
-        soft("when_to_use", f"has {len(parsed.when_to_use)} entries; keep at most 8")
-    for i, entry in enumerate(parsed.when_to_use):
-        if len(entry) > WHEN_TO_USE_MAX_CHARS:
-            soft(f"when_to_use[{i}]", f"is {len(entry)} characters; keep it under 100")
-    if len(parsed.when_not_to_use) > WHEN_NOT_TO_USE_MAX_ENTRIES:
-        soft("when_not_to_use", f"has {len(parsed.when_not_to_use)} entries; keep at most 4")
-    for i, entry in enumerate(parsed.when_not_to_use):
-        if len(entry) > WHEN_NOT_TO_USE_MAX_CHARS:
-            soft(f"when_not_to_use[{i}]", f"is {len(entry)} characters; keep it under 80")
-    if len(parsed.examples) > EXAMPLES_MAX:
-        soft("examples", f"has {len(parsed.examples)} entries; keep at most 3")
+    findings = _Findings(plugin_name, errors)
+    _check_title_and_summary(parsed, findings)
+    _check_when_to_use_present(parsed, findings)
+    _check_list_limits(parsed, findings)
     if tool_names:
-        known = set(tool_names)
-        for i, example in enumerate(parsed.examples):
-            if example.tool not in known:
-                hard(
-                    f"examples[{i}].tool",
-                    f"'{example.tool}' is not a tool of this plugin "
-                    f"(known: {', '.join(sorted(known))})",
+        _check_example_tools(parsed, set(tool_names), findings)
+    _check_tags(parsed, findings)
+    return ManifestValidationResult(
+        valid=not findings.errors,
+        errors=tuple(findings.errors),
+        warnings=tuple(findings.warnings),
+        manifest=parsed,
+    )
+
+
+def _check_title_and_summary(parsed: PluginManifest, findings: _Findings) -> None:
+    if not parsed.title.strip():
+        findings.hard("title", "must not be empty")
+    if not parsed.summary.strip():
+        findings.hard("summary", "must not be empty")
+    elif len(parsed.summary) > SUMMARY_MAX:
+        findings.soft(
+            "summary", f"is {len(parsed.summary)} characters; keep it under {SUMMARY_MAX}"
+        )
+
+
+def _check_when_to_use_present(parsed: PluginManifest, findings: _Findings) -> None:
+    # A silent plugin's manifest never reaches the model (no prompt entry, not listed by
+    # list_capabilities), so nothing would read its when_to_use.
+    if parsed.visibility == "silent" or any(w.strip() for w in parsed.when_to_use):
+        return
+    article = "an" if parsed.visibility.startswith(("a", "o")) else "a"
+    findings.hard(
+        "when_to_use",
+        f"must list at least one entry for {article} {parsed.visibility} plugin",
+    )
+
+
+def _check_list_limits(parsed: PluginManifest, findings: _Findings) -> None:
+    for name, max_entries, max_chars in _LIST_LIMITS:
+        entries: list[Any] = getattr(parsed, name)
+        if len(entries) > max_entries:
+            findings.soft(name, f"has {len(entries)} entries; keep at most {max_entries}")
+        if max_chars is None:
+            continue
+        for i, entry in enumerate(entries):
+            if len(entry) > max_chars:
+                findings.soft(
+                    f"{name}[{i}]", f"is {len(entry)} characters; keep it under {max_chars}"
                 )
+
+
+def _check_example_tools(parsed: PluginManifest, known: set[str], findings: _Findings) -> None:
+    for i, example in enumerate(parsed.examples):
+        if example.tool not in known:
+            findings.hard(
+                f"examples[{i}].tool",
+                f"'{example.tool}' is not a tool of this plugin "
+                f"(known: {', '.join(sorted(known))})",
+            )
+
+
+def _check_tags(parsed: PluginManifest, findings: _Findings) -> None:
     for i, tag in enumerate(parsed.tags):
         if tag != tag.lower():
-            hard(f"tags[{i}]", f"'{tag}' must be lower case")
-
-    return ManifestValidationResult(
-        valid=not errors, errors=tuple(errors), warnings=tuple(warnings), manifest=parsed
-    )
+            findings.hard(f"tags[{i}]", f"'{tag}' must be lower case")
 
 
 def _field_name(key: str) -> str | None:
