@@ -141,6 +141,19 @@ def check_plugin_object(plugin: Any, *, source: str | None = None) -> OraclePlug
             code="boot.plugin.invalid",
             hint="subclass oracle_core.OraclePlugin or use define_oracle_plugin(...)",
         )
+    name = _checked_name(plugin, where)
+    problems = _attribute_problems(plugin)
+    if problems:
+        raise OracleBootError(
+            f"plugin '{name}'{where} is invalid: " + "; ".join(problems),
+            code="boot.plugin.invalid",
+        )
+    _refuse_near_miss_hooks(plugin, name)
+    return plugin
+
+
+def _checked_name(plugin: OraclePlugin, where: str) -> str:
+    # Checked before the other attributes: every later message quotes the name.
     name = getattr(plugin, "name", None)
     if not isinstance(name, str) or not PLUGIN_NAME_RE.fullmatch(name):
         raise OracleBootError(
@@ -148,6 +161,11 @@ def check_plugin_object(plugin: Any, *, source: str | None = None) -> OraclePlug
             code="boot.plugin.invalid",
             hint="use kebab-case, e.g. 'weather' or 'domain-indexer'",
         )
+    return name
+
+
+def _attribute_problems(plugin: OraclePlugin) -> list[str]:
+    """Every wrong plugin attribute, so that one boot error lists them all."""
     problems: list[str] = []
     if not isinstance(getattr(plugin, "version", None), str):
         problems.append("version must be a string")
@@ -164,11 +182,10 @@ def check_plugin_object(plugin: Any, *, source: str | None = None) -> OraclePlug
         value = getattr(plugin, attr, None)
         if value is not None and not isinstance(value, str):
             problems.append(f"{attr} must be a string or None")
-    if problems:
-        raise OracleBootError(
-            f"plugin '{name}'{where} is invalid: " + "; ".join(problems),
-            code="boot.plugin.invalid",
-        )
+    return problems
+
+
+def _refuse_near_miss_hooks(plugin: OraclePlugin, name: str) -> None:
     for attr, value in plugin._public_members():
         if not callable(value) or getattr(value, _NOT_A_HOOK, False):
             continue
@@ -179,7 +196,6 @@ def check_plugin_object(plugin: Any, *, source: str | None = None) -> OraclePlug
                 code="boot.plugin.unknown_hook",
                 hint=f"rename it to '{hook}', or decorate it with @not_a_hook",
             )
-    return plugin
 
 
 def define_oracle_plugin(
