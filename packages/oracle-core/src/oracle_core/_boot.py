@@ -161,8 +161,6 @@ async def warm_plugins(
     Returns:
         ``(plugin, route)`` pairs and the auth-excluded routes.
     """
-    from oracle_core._middleware import check_plugin_middleware, wrap_plugin_middleware
-
     routes: list[tuple[str, Any]] = []
     excluded: list[AuthExcludedRoute] = []
     manifest_errors: list[str] = []
@@ -170,53 +168,78 @@ async def warm_plugins(
         registries.add_manifest(entry.name, entry.manifest, logger)
         if entry.plugin.config_schema is not None:
             registries.add_config_schema(entry.name, entry.plugin.config_schema)
-        for tool in await _collect_list(entry, caller, "get_tools", logger):
-            if not isinstance(tool, PluginTool):
-                raise OracleBootError(
-                    f"plugin '{entry.name}' get_tools returned {type(tool).__name__}",
-                    code="boot.plugin.invalid",
-                    hint="return PluginTool objects (see plugin_tool)",
-                )
-            registries.add_tool(entry.name, tool)
-            entry.tools.append(tool)
-        for sub in await _collect_list(entry, caller, "get_sub_agents", logger):
-            if not isinstance(sub, PluginSubAgent):
-                raise OracleBootError(
-                    f"plugin '{entry.name}' get_sub_agents returned {type(sub).__name__}",
-                    code="boot.plugin.invalid",
-                )
-            registries.add_sub_agent(entry.name, sub)
-            entry.sub_agents.append(sub)
-        middlewares = await _collect_list(entry, caller, "get_middlewares", logger)
-        for mw in middlewares:
-            check_plugin_middleware(entry.name, mw)
-        registries.add_middlewares(entry.name, middlewares)
-        entry.middlewares = [wrap_plugin_middleware(entry.name, mw) for mw in middlewares]
-
+        await _warm_tools(entry, caller, registries, logger)
+        await _warm_sub_agents(entry, caller, registries, logger)
+        await _warm_middlewares(entry, caller, registries, logger)
         shared = await _required(entry, caller, "get_shared_state")
         if shared is not MISSING and shared:
             registries.add_shared_state(entry.name, shared)
         plugin_routes = await _required(entry, caller, "get_routes", ctx=entry.ctx)
         if plugin_routes is not MISSING and plugin_routes:
             routes.extend((entry.name, route) for route in plugin_routes)
-        plugin_excluded = await _required(entry, caller, "get_auth_excluded_routes")
-        if plugin_excluded is not MISSING and plugin_excluded:
-            for item in plugin_excluded:
-                if not isinstance(item, AuthExcludedRoute):
-                    raise OracleBootError(
-                        f"plugin '{entry.name}' get_auth_excluded_routes returned "
-                        f"{type(item).__name__}",
-                        code="boot.plugin.invalid",
-                        hint="return AuthExcludedRoute(path, method=None) entries",
-                    )
-                excluded.append(item)
-
+        excluded.extend(await _auth_excluded_routes(entry, caller))
+        # Only now are the plugin's tool names known, so its examples can be checked.
         tool_names = [t.name for t in entry.tools] + [s.tool_name for s in entry.sub_agents]
         result = validate_manifest(entry.manifest, entry.name, tool_names)
         manifest_errors.extend(e for e in result.errors if ".tool:" in e)
     if manifest_errors:
         raise ManifestValidationError(manifest_errors)
     return routes, excluded
+
+
+async def _warm_tools(
+    entry: BootedPlugin, caller: HookCaller, registries: Registries, logger: logging.Logger
+) -> None:
+    for tool in await _collect_list(entry, caller, "get_tools", logger):
+        if not isinstance(tool, PluginTool):
+            raise OracleBootError(
+                f"plugin '{entry.name}' get_tools returned {type(tool).__name__}",
+                code="boot.plugin.invalid",
+                hint="return PluginTool objects (see plugin_tool)",
+            )
+        registries.add_tool(entry.name, tool)
+        entry.tools.append(tool)
+
+
+async def _warm_sub_agents(
+    entry: BootedPlugin, caller: HookCaller, registries: Registries, logger: logging.Logger
+) -> None:
+    for sub in await _collect_list(entry, caller, "get_sub_agents", logger):
+        if not isinstance(sub, PluginSubAgent):
+            raise OracleBootError(
+                f"plugin '{entry.name}' get_sub_agents returned {type(sub).__name__}",
+                code="boot.plugin.invalid",
+            )
+        registries.add_sub_agent(entry.name, sub)
+        entry.sub_agents.append(sub)
+
+
+async def _warm_middlewares(
+    entry: BootedPlugin, caller: HookCaller, registries: Registries, logger: logging.Logger
+) -> None:
+    from oracle_core._middleware import check_plugin_middleware, wrap_plugin_middleware
+
+    middlewares = await _collect_list(entry, caller, "get_middlewares", logger)
+    for mw in middlewares:
+        check_plugin_middleware(entry.name, mw)
+    registries.add_middlewares(entry.name, middlewares)
+    entry.middlewares = [wrap_plugin_middleware(entry.name, mw) for mw in middlewares]
+
+
+async def _auth_excluded_routes(entry: BootedPlugin, caller: HookCaller) -> list[AuthExcludedRoute]:
+    plugin_excluded = await _required(entry, caller, "get_auth_excluded_routes")
+    excluded: list[AuthExcludedRoute] = []
+    if plugin_excluded is MISSING or not plugin_excluded:
+        return excluded
+    for item in plugin_excluded:
+        if not isinstance(item, AuthExcludedRoute):
+            raise OracleBootError(
+                f"plugin '{entry.name}' get_auth_excluded_routes returned {type(item).__name__}",
+                code="boot.plugin.invalid",
+                hint="return AuthExcludedRoute(path, method=None) entries",
+            )
+        excluded.append(item)
+    return excluded
 
 
 def check_capability_budget(booted: Sequence[BootedPlugin], logger: logging.Logger) -> int:
