@@ -312,41 +312,13 @@ class OracleRuntime:
         logger = self.logger
         install_untraced_fast_path()
         self.oracle_config = inputs.config
-        candidates = self._collect(inputs)
-        check_features(inputs.features, [p.name for p in candidates], logger)
-        active = [p for p in candidates if inputs.features.get(p.name) is not False]
-        self.caller = HookCaller(active)
-
-        detected: dict[str, bool] = {}
-        for plugin in active:
-            try:
-                result = await self.caller.call(plugin.name, "auto_detect", env=inputs.env)
-            except Exception as exc:
-                raise OracleBootError(
-                    f"auto_detect of plugin '{plugin.name}' raised {type(exc).__name__}: {exc}",
-                    code="boot.plugin.invalid",
-                    hint="auto_detect must return True or False without raising",
-                ) from exc
-            if result is not MISSING:
-                detected[plugin.name] = bool(result)
-        resolution = resolve(candidates, inputs.features, lambda p: detected.get(p.name), logger)
-        self.excluded, self.soft_dep_gaps = resolution.excluded, resolution.soft_dep_gaps
-        for plugin in active:
-            if plugin not in resolution.ordered:
-                self.caller.unregister(plugin.name)
-
-        self.booted = apply_manifests(resolution.ordered, inputs.manifest_overrides, logger)
+        ordered = await self._resolve_plugins(inputs)
+        self.booted = apply_manifests(ordered, inputs.manifest_overrides, logger)
         self.composed = compose_config(
             inputs.env, [(b.name, b.plugin.config_schema) for b in self.booted], logger
         )
         if inputs.check_llm:
-            try:
-                check_provider(self.composed.core)
-            except OracleBootError as exc:
-                if inputs.require_llm:
-                    raise
-                # Serving without a model: every turn fails with this same message.
-                logger.warning("%s: %s; turns will fail until it is set", exc.code, exc)
+            self._check_llm_provider(require=inputs.require_llm)
         self.identity = build_identity(inputs.config, self.composed)
         if callable(inputs.services):
             self.ambient = inputs.services(self.composed.core)
@@ -357,15 +329,7 @@ class OracleRuntime:
         self.always_plugins = frozenset(
             b.name for b in self.booted if b.manifest.visibility == "always"
         )
-        for entry in self.booted:
-            entry.ctx = PluginContext(
-                config=self.config,
-                plugin_config=self.plugin_configs.get(entry.name),
-                identity=self.identity,
-                available_plugins=self.available_plugins,
-                logger=logger.getChild(f"plugin.{entry.name}"),
-                plugin_name=entry.name,
-            )
+        self._attach_plugin_contexts()
         if self.composed.core.is_local:
             logger.info("ORACLE_BACKEND=local: UCAN capability checks are permissive")
 
@@ -374,11 +338,7 @@ class OracleRuntime:
             self.booted, self.caller, self.registries, logger
         )
         self.registries.freeze()
-        for entry in self.booted:
-            for tool in entry.tools:
-                self._adapters[id(tool)] = PluginToolAdapter.from_plugin_tool(
-                    tool, owner=entry.name, title=entry.manifest.title
-                )
+        self._adapt_boot_tools()
         self.plugin_middleware = [m for b in self.booted for m in b.middlewares]
         self.framework_middleware = self._framework_middleware()
         self.tier1_tokens_estimate = check_capability_budget(self.booted, logger)
@@ -388,6 +348,68 @@ class OracleRuntime:
             ", ".join(b.name for b in self.booted) or "(none)",
             ", ".join(f"{e.plugin} ({e.code})" for e in self.excluded) or "(none)",
         )
+
+    async def _resolve_plugins(self, inputs: BootInputs) -> list[OraclePlugin]:
+        """The included plugins in topological order; the others leave the hook caller."""
+        candidates = self._collect(inputs)
+        check_features(inputs.features, [p.name for p in candidates], self.logger)
+        active = [p for p in candidates if inputs.features.get(p.name) is not False]
+        self.caller = HookCaller(active)
+        detected = await self._auto_detect(active, inputs.env)
+        resolution = resolve(
+            candidates, inputs.features, lambda p: detected.get(p.name), self.logger
+        )
+        self.excluded, self.soft_dep_gaps = resolution.excluded, resolution.soft_dep_gaps
+        for plugin in active:
+            if plugin not in resolution.ordered:
+                self.caller.unregister(plugin.name)
+        return resolution.ordered
+
+    async def _auto_detect(
+        self, active: Sequence[OraclePlugin], env: Mapping[str, str]
+    ) -> dict[str, bool]:
+        """Each ``auto_detect`` answer by plugin name; plugins without the hook are absent."""
+        detected: dict[str, bool] = {}
+        for plugin in active:
+            try:
+                result = await self.caller.call(plugin.name, "auto_detect", env=env)
+            except Exception as exc:
+                raise OracleBootError(
+                    f"auto_detect of plugin '{plugin.name}' raised {type(exc).__name__}: {exc}",
+                    code="boot.plugin.invalid",
+                    hint="auto_detect must return True or False without raising",
+                ) from exc
+            if result is not MISSING:
+                detected[plugin.name] = bool(result)
+        return detected
+
+    def _check_llm_provider(self, *, require: bool) -> None:
+        try:
+            check_provider(self.composed.core)
+        except OracleBootError as exc:
+            if require:
+                raise
+            # Serving without a model: every turn fails with this same message.
+            self.logger.warning("%s: %s; turns will fail until it is set", exc.code, exc)
+
+    def _attach_plugin_contexts(self) -> None:
+        for entry in self.booted:
+            entry.ctx = PluginContext(
+                config=self.config,
+                plugin_config=self.plugin_configs.get(entry.name),
+                identity=self.identity,
+                available_plugins=self.available_plugins,
+                logger=self.logger.getChild(f"plugin.{entry.name}"),
+                plugin_name=entry.name,
+            )
+
+    def _adapt_boot_tools(self) -> None:
+        # Boot-time tools are adapted once here; tool_adapter finds them by identity.
+        for entry in self.booted:
+            for tool in entry.tools:
+                self._adapters[id(tool)] = PluginToolAdapter.from_plugin_tool(
+                    tool, owner=entry.name, title=entry.manifest.title
+                )
 
     def _collect(self, inputs: BootInputs) -> list[OraclePlugin]:
         user = [check_plugin_object(p, source="plugins=") for p in inputs.plugins]
