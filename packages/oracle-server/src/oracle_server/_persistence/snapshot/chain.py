@@ -31,6 +31,7 @@ from oracle_server._persistence.snapshot.seal import (
     PAYLOAD_HEAD,
     U32,
     VERSION,
+    Payload,
     apply_delta,
     check_key,
     key_id,
@@ -204,6 +205,40 @@ def restore(
         )
     if not blobs:
         raise SnapshotError("snapshot.chain_broken", "no blobs to restore from")
+    # Without an index the ids are never recorded, so they need not be given.
+    ids = blob_ids if index_path is not None else [""] * len(blobs)
+    state, page_size, chain = _replay(blobs, ids, key=key, storage_key=storage_key)
+    sha = chain[-1].sha256
+    if sha != expected_sha256.lower():
+        raise SnapshotError(
+            "snapshot.hash_mismatch",
+            f"the chain leads to {sha}, not the expected {expected_sha256}; "
+            "the blobs are of another state",
+        )
+    if _page_size_of(state) != page_size:
+        raise SnapshotError("snapshot.integrity_failed", "the result is not a SQLite file")
+    index = None
+    if index_path is not None:
+        index = SnapshotIndex(
+            storage_key=storage_key,
+            key_id=key_id(key),
+            page_size=page_size,
+            page_count=len(state) // page_size,
+            sha256=sha,
+            page_digests=_page_digests(state, page_size),
+            chain=tuple(chain),
+        )
+    _install(state, dest, index_path=index_path, index=index)
+
+
+def _replay(
+    blobs: Sequence[bytes], ids: Sequence[str], *, key: bytes, storage_key: str
+) -> tuple[bytearray, int, list[ChainLink]]:
+    """Open and apply ``blobs`` in memory: the state, its page size and the chain's links.
+
+    Each blob is checked against the state before it, and the state it leads to against
+    the hash the blob names, so a broken chain fails at the first blob that is wrong.
+    """
     state = bytearray()
     sha = b""
     page_size = 0
@@ -218,52 +253,31 @@ def restore(
             state = bytearray(payload.body)
             page_size = payload.page_size
         else:
-            if payload.kind != "delta":
-                raise SnapshotError(
-                    "snapshot.chain_broken",
-                    f"blob {position} is a full blob; pass only the chain from its last full",
-                )
-            if payload.parent != sha:
-                raise SnapshotError(
-                    "snapshot.chain_broken",
-                    f"blob {position} applies to another state; a delta is missing or out of order",
-                )
-            if payload.page_size != page_size:
-                raise SnapshotError("snapshot.bad_format", f"blob {position} has another page size")
+            _check_delta_follows(position, payload, parent=sha, page_size=page_size)
             apply_delta(state, payload)
         sha = hashlib.sha256(state).digest()
         if sha != payload.sha256:
             raise SnapshotError(
                 "snapshot.hash_mismatch", f"blob {position} did not lead to the state it names"
             )
-        chain.append(
-            ChainLink(
-                blob_ids[position] if index_path is not None else "",
-                payload.kind,
-                sha.hex(),
-                len(blob),
-            )
-        )
-    if sha.hex() != expected_sha256.lower():
+        chain.append(ChainLink(ids[position], payload.kind, sha.hex(), len(blob)))
+    return state, page_size, chain
+
+
+def _check_delta_follows(position: int, payload: Payload, *, parent: bytes, page_size: int) -> None:
+    """Refuse a blob after the first that is not a delta on exactly the state before it."""
+    if payload.kind != "delta":
         raise SnapshotError(
-            "snapshot.hash_mismatch",
-            f"the chain leads to {sha.hex()}, not the expected {expected_sha256}; "
-            "the blobs are of another state",
+            "snapshot.chain_broken",
+            f"blob {position} is a full blob; pass only the chain from its last full",
         )
-    if _page_size_of(state) != page_size:
-        raise SnapshotError("snapshot.integrity_failed", "the result is not a SQLite file")
-    index = None
-    if index_path is not None:
-        index = SnapshotIndex(
-            storage_key=storage_key,
-            key_id=key_id(key),
-            page_size=page_size,
-            page_count=len(state) // page_size,
-            sha256=sha.hex(),
-            page_digests=_page_digests(state, page_size),
-            chain=tuple(chain),
+    if payload.parent != parent:
+        raise SnapshotError(
+            "snapshot.chain_broken",
+            f"blob {position} applies to another state; a delta is missing or out of order",
         )
-    _install(state, dest, index_path=index_path, index=index)
+    if payload.page_size != page_size:
+        raise SnapshotError("snapshot.bad_format", f"blob {position} has another page size")
 
 
 # --- snapshots ---
