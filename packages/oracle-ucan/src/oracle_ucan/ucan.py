@@ -169,7 +169,7 @@ def _principal(raw: bytes) -> tuple[str, bool]:
 def _split_signature(sig: bytes) -> tuple[int, bytes]:
     """``(varsig code, raw signature)`` of ``s``: ``varint(code) ‖ varint(len) ‖ bytes``.
 
-    ``_decode_block`` reads the usual Ed25519 header (``SIGNATURE_PREFIX``) itself.
+    ``_signature`` reads the usual Ed25519 header (``SIGNATURE_PREFIX``) itself.
     """
     code, pos = varint.decode(sig)
     length, pos = varint.decode(sig, pos)
@@ -179,64 +179,23 @@ def _split_signature(sig: bytes) -> tuple[int, bytes]:
 
 
 def _decode_block(raw: bytes, cid: CID | None) -> Ucan:
-    data = dag_cbor.loads_exact(raw)
-    if type(data) is not dict:
-        raise InvalidFormat("a UCAN block is a map")
-    order = tuple(data)
-    if order not in _CANONICAL_ORDERS:
-        if frozenset(order) not in _TOP_LEVEL_ORDERS:
-            raise InvalidFormat(f"UCAN block has keys {sorted(order)}")
-        raise InvalidFormat("DAG-CBOR map keys are not in canonical order")
+    # The checks run in a fixed order, so a block with several faults always gets the
+    # same message; the helpers below each check one field.
+    data = _top_level_map(dag_cbor.loads_exact(raw))
     version = data["v"]
     if type(version) is not str or (version != UCAN_VERSION and not _VERSION_RE.fullmatch(version)):
         raise InvalidFormat("invalid UCAN version")
     iss, aud, sig = data["iss"], data["aud"], data["s"]
     if type(iss) is not bytes or type(aud) is not bytes or type(sig) is not bytes:
         raise InvalidFormat("iss, aud and s must be bytes")
-    if len(sig) == len(SIGNATURE_PREFIX) + 64 and sig.startswith(SIGNATURE_PREFIX):
-        signature_code, signature = EDDSA_SIGNATURE_CODE, sig[len(SIGNATURE_PREFIX) :]
-    else:
-        signature_code, signature = _split_signature(sig)
-    att = data["att"]
-    if type(att) is not list:
-        raise InvalidFormat("att must be a list")
-    for capability in att:
-        if (
-            type(capability) is not dict
-            or tuple(capability) not in _CAPABILITY_ORDERS
-            or type(capability["with"]) is not str
-            or type(capability["can"]) is not str
-        ):
-            raise InvalidFormat("att must be a list of {with, can, nb?} maps")
-        if "nb" in capability:
-            nb = capability["nb"]
-            if type(nb) is not dict:
-                raise InvalidFormat("att must be a list of {with, can, nb?} maps")
-            dag_cbor.walk(nb, 2)
-    prf = data["prf"]
-    if type(prf) is not list:
-        raise InvalidFormat("prf must be a list of links")
-    for index, link in enumerate(prf):
-        if type(link) is not _CBORTag or link.tag != 42:
-            raise InvalidFormat("prf must be a list of links")
-        prf[index] = dag_cbor.link(link)
+    signature_code, signature = _signature(sig)
+    att = _capabilities(data["att"])
+    prf = _proof_links(data["prf"])
     exp, nbf, nnc = data["exp"], data.get("nbf"), data.get("nnc")
-    if not (exp is None or type(exp) is int) or not (nbf is None or type(nbf) is int):
-        raise InvalidFormat("exp and nbf must be integers (exp may be null)")
-    # cbor2 reads bignums (tags 2 and 3) as plain ints and writes them back the same
-    # way, so the round trip does not catch them: DAG-CBOR allows 64-bit integers only.
-    if (exp is not None and not 0 <= exp <= _UINT64_MAX) or (
-        nbf is not None and not 0 <= nbf <= _UINT64_MAX
-    ):
-        raise InvalidFormat("exp and nbf must be unsigned 64-bit integers")
+    _check_times(exp, nbf)
     if nnc is not None and type(nnc) is not str:
         raise InvalidFormat("nnc must be text")
-    facts: tuple[dict[str, Any], ...] = ()
-    if "fct" in data:
-        fct = data["fct"]
-        if type(fct) is not list or not all(type(f) is dict for f in fct):
-            raise InvalidFormat("fct must be a list of maps")
-        facts = tuple(fct)
+    facts = _facts(data)
     # Forms ucanto never writes: each would give the same signed payload a second CID.
     if ("fct" in data and not facts) or ("nbf" in data and not nbf):
         raise InvalidFormat("empty fct or zero nbf must be left out")
@@ -262,6 +221,77 @@ def _decode_block(raw: bytes, cid: CID | None) -> Ucan:
         raw,  # block
         cid or cid_for(raw),
     )
+
+
+def _top_level_map(data: Any) -> dict[str, Any]:
+    """``data`` if it is a UCAN map with allowed keys in canonical order."""
+    if type(data) is not dict:
+        raise InvalidFormat("a UCAN block is a map")
+    order = tuple(data)
+    if order not in _CANONICAL_ORDERS:
+        if frozenset(order) not in _TOP_LEVEL_ORDERS:
+            raise InvalidFormat(f"UCAN block has keys {sorted(order)}")
+        raise InvalidFormat("DAG-CBOR map keys are not in canonical order")
+    return data
+
+
+def _signature(sig: bytes) -> tuple[int, bytes]:
+    """``(varsig code, raw signature)`` of ``s``, the usual Ed25519 header read inline."""
+    if len(sig) == len(SIGNATURE_PREFIX) + 64 and sig.startswith(SIGNATURE_PREFIX):
+        return EDDSA_SIGNATURE_CODE, sig[len(SIGNATURE_PREFIX) :]
+    return _split_signature(sig)
+
+
+def _capabilities(att: Any) -> list[dict[str, Any]]:
+    """``att`` if it is a list of canonical ``{with, can, nb?}`` maps."""
+    if type(att) is not list:
+        raise InvalidFormat("att must be a list")
+    for capability in att:
+        if (
+            type(capability) is not dict
+            or tuple(capability) not in _CAPABILITY_ORDERS
+            or type(capability["with"]) is not str
+            or type(capability["can"]) is not str
+        ):
+            raise InvalidFormat("att must be a list of {with, can, nb?} maps")
+        if "nb" in capability:
+            nb = capability["nb"]
+            if type(nb) is not dict:
+                raise InvalidFormat("att must be a list of {with, can, nb?} maps")
+            dag_cbor.walk(nb, 2)
+    return att
+
+
+def _proof_links(prf: Any) -> list[CID]:
+    """``prf`` with its tag-42 links turned into CIDs, in place."""
+    if type(prf) is not list:
+        raise InvalidFormat("prf must be a list of links")
+    for index, link in enumerate(prf):
+        if type(link) is not _CBORTag or link.tag != 42:
+            raise InvalidFormat("prf must be a list of links")
+        prf[index] = dag_cbor.link(link)
+    return prf
+
+
+def _check_times(exp: Any, nbf: Any) -> None:
+    if not (exp is None or type(exp) is int) or not (nbf is None or type(nbf) is int):
+        raise InvalidFormat("exp and nbf must be integers (exp may be null)")
+    # cbor2 reads bignums (tags 2 and 3) as plain ints and writes them back the same
+    # way, so the round trip does not catch them: DAG-CBOR allows 64-bit integers only.
+    if (exp is not None and not 0 <= exp <= _UINT64_MAX) or (
+        nbf is not None and not 0 <= nbf <= _UINT64_MAX
+    ):
+        raise InvalidFormat("exp and nbf must be unsigned 64-bit integers")
+
+
+def _facts(data: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """``fct`` as a tuple of maps, empty when the block has none."""
+    if "fct" not in data:
+        return ()
+    fct = data["fct"]
+    if type(fct) is not list or not all(type(f) is dict for f in fct):
+        raise InvalidFormat("fct must be a list of maps")
+    return tuple(fct)
 
 
 def _capability_json(capability: Mapping[str, Any]) -> str:
