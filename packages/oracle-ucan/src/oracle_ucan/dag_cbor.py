@@ -111,30 +111,9 @@ def _walk(value: Any, depth: int = 0) -> tuple[Any, bool]:
             raise InvalidFormat("integer outside the 64-bit range of DAG-CBOR")
         return value, False
     if kind is dict:
-        floats = False
-        for key in value:
-            if type(key) is not str:
-                raise InvalidFormat("DAG-CBOR map keys must be strings")
-        if len(value) > 1 and not keys_in_order(value):
-            raise InvalidFormat("DAG-CBOR map keys are not in canonical order")
-        for key, item in value.items():
-            if type(item) in _PLAIN or (type(item) is int and _INT_MIN <= item <= _INT_MAX):
-                continue  # the usual caveat and fact values: nothing to check or convert
-            converted, has_float = _walk(item, depth + 1)
-            floats |= has_float
-            if converted is not item:
-                value[key] = converted
-        return value, floats
+        return _walk_map(value, depth)
     if kind is list:
-        floats = False
-        for index, item in enumerate(value):
-            if type(item) in _PLAIN or (type(item) is int and _INT_MIN <= item <= _INT_MAX):
-                continue
-            converted, has_float = _walk(item, depth + 1)
-            floats |= has_float
-            if converted is not item:
-                value[index] = converted
-        return value, floats
+        return _walk_list(value, depth)
     if kind is cbor2.CBORTag:
         if value.tag != _LINK_TAG:
             raise InvalidFormat(f"CBOR tag {value.tag} is not allowed in DAG-CBOR")
@@ -144,6 +123,35 @@ def _walk(value: Any, depth: int = 0) -> tuple[Any, bool]:
             raise InvalidFormat("NaN and infinities are not allowed in DAG-CBOR")
         return value, True
     raise InvalidFormat(f"{kind.__name__} is not in the DAG-CBOR data model")
+
+
+def _walk_map(value: dict[Any, Any], depth: int) -> tuple[dict[str, Any], bool]:
+    for key in value:
+        if type(key) is not str:
+            raise InvalidFormat("DAG-CBOR map keys must be strings")
+    if len(value) > 1 and not keys_in_order(value):
+        raise InvalidFormat("DAG-CBOR map keys are not in canonical order")
+    floats = False
+    for key, item in value.items():
+        if type(item) in _PLAIN or (type(item) is int and _INT_MIN <= item <= _INT_MAX):
+            continue  # the usual caveat and fact values: nothing to check or convert
+        converted, has_float = _walk(item, depth + 1)
+        floats |= has_float
+        if converted is not item:
+            value[key] = converted
+    return value, floats
+
+
+def _walk_list(value: list[Any], depth: int) -> tuple[list[Any], bool]:
+    floats = False
+    for index, item in enumerate(value):
+        if type(item) in _PLAIN or (type(item) is int and _INT_MIN <= item <= _INT_MAX):
+            continue
+        converted, has_float = _walk(item, depth + 1)
+        floats |= has_float
+        if converted is not item:
+            value[index] = converted
+    return value, floats
 
 
 def loads_exact(raw: bytes) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -75,32 +75,9 @@ def _write(value: Any, out: list[str]) -> None:
     elif value is None:
         out.append("null")
     elif kind is dict or isinstance(value, Mapping):
-        keys = list(value)
-        if len(keys) > 1:  # a caveat map often has one key, and the sort key is costly
-            keys.sort(key=_key)
-        out.append("{")
-        for index, key in enumerate(keys):
-            if type(key) is not str:
-                raise InvalidFormat("DAG-JSON map keys must be strings")
-            if index:
-                out.append(",")
-            out.append(_string(key))
-            out.append(":")
-            item = value[key]
-            if type(item) is str:  # the usual caveat values, without a call each
-                out.append(_string(item))
-            elif type(item) is int:
-                out.append(str(item))
-            else:
-                _write(item, out)
-        out.append("}")
+        _write_map(value, out)
     elif kind is list or kind is tuple:
-        out.append("[")
-        for index, item in enumerate(value):
-            if index:
-                out.append(",")
-            _write(item, out)
-        out.append("]")
+        _write_list(value, out)
     elif kind is bytes:
         out.append('{"/":{"bytes":"' + base64.b64encode(value).rstrip(b"=").decode() + '"}}')
     elif kind is CID:
@@ -109,6 +86,37 @@ def _write(value: Any, out: list[str]) -> None:
         out.append(js_number(value))
     else:
         raise InvalidFormat(f"cannot encode {kind.__name__} as DAG-JSON")
+
+
+def _write_map(value: Mapping[Any, Any], out: list[str]) -> None:
+    keys = list(value)
+    if len(keys) > 1:  # a caveat map often has one key, and the sort key is costly
+        keys.sort(key=_key)
+    out.append("{")
+    for index, key in enumerate(keys):
+        if type(key) is not str:
+            raise InvalidFormat("DAG-JSON map keys must be strings")
+        if index:
+            out.append(",")
+        out.append(_string(key))
+        out.append(":")
+        item = value[key]
+        if type(item) is str:  # the usual caveat values, without a call each
+            out.append(_string(item))
+        elif type(item) is int:
+            out.append(str(item))
+        else:
+            _write(item, out)
+    out.append("}")
+
+
+def _write_list(value: Sequence[Any], out: list[str]) -> None:
+    out.append("[")
+    for index, item in enumerate(value):
+        if index:
+            out.append(",")
+        _write(item, out)
+    out.append("]")
 
 
 def encode(value: Any) -> str:
