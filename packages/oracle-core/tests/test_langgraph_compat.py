@@ -154,35 +154,40 @@ def _private_uses(tree: ast.Module, third_party: frozenset[str]) -> Iterator[tup
         if alias.asname is None and "." not in alias.name
     } & third_party
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            module = node.module
-            if module.split(".")[0] not in third_party:
-                continue
+        for path in _private_paths(node, third_party, modules):
+            yield getattr(node, "lineno", 0), path
+
+
+def _private_paths(node: ast.AST, third_party: frozenset[str], modules: set[str]) -> Iterator[str]:
+    """The private dotted paths of third-party packages that one node names."""
+    if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        if node.module.split(".")[0] in third_party:
             for alias in node.names:
-                path = f"{module}.{alias.name}"
+                path = f"{node.module}.{alias.name}"
                 if any(_private(part) for part in path.split(".")):
-                    yield node.lineno, path
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                parts = alias.name.split(".")
-                if parts[0] in third_party and any(_private(p) for p in parts):
-                    yield node.lineno, alias.name
-        elif isinstance(node, ast.Call) and node.args:
-            func = _dotted(node.func)
-            target = node.args[0]
-            if (
-                func is not None
-                and func[-1] in {"import_module", "__import__"}
-                and isinstance(target, ast.Constant)
-                and isinstance(target.value, str)
-            ):
-                parts = target.value.split(".")
-                if parts[0] in third_party and any(_private(p) for p in parts):
-                    yield node.lineno, target.value
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
-            dotted = _dotted(node)
-            if dotted and dotted[0] in modules and _private(dotted[-1]):
-                yield node.lineno, ".".join(dotted)
+                    yield path
+    elif isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names if _private_module(alias.name, third_party))
+    elif isinstance(node, ast.Call) and node.args:
+        func = _dotted(node.func)
+        target = node.args[0]
+        if (
+            func is not None
+            and func[-1] in {"import_module", "__import__"}
+            and isinstance(target, ast.Constant)
+            and isinstance(target.value, str)
+            and _private_module(target.value, third_party)
+        ):
+            yield target.value
+    elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+        dotted = _dotted(node)
+        if dotted and dotted[0] in modules and _private(dotted[-1]):
+            yield ".".join(dotted)
+
+
+def _private_module(name: str, third_party: frozenset[str]) -> bool:
+    parts = name.split(".")
+    return parts[0] in third_party and any(_private(part) for part in parts)
 
 
 def test_private_names_are_used_only_through_the_compat_module() -> None:
