@@ -41,21 +41,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict
 
 from oracle_core import (
-    OraclePlugin,
-    PluginContext,
-    PluginTool,
-    RuntimeContext,
     SessionInfo,
     TurnRequest,
     UserInfo,
-    plugin_tool,
 )
 from oracle_server import AuthData, OracleApp, create_oracle_app
 from oracle_server.testing import (
     ChatRequest,
+    ClockPlugin,
     OpenAIDouble,
     PersistentSseParser,
     Step,
@@ -79,35 +74,6 @@ ANSWER = "It is noon in Paris."
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 TurnFn = Callable[[int], Awaitable[None]]
-
-
-class CityArgs(BaseModel):
-    """Arguments of ``city_time``."""
-
-    model_config = ConfigDict(extra="forbid")
-    city: str
-
-
-class ClockPlugin(OraclePlugin):
-    """One always-visible tool that answers at once."""
-
-    name = "clock"
-    version = "1.0.0"
-    manifest = {
-        "title": "Clock",
-        "summary": "Tell the time in a city.",
-        "when_to_use": ["The user asks what time it is somewhere"],
-        "visibility": "always",
-    }
-
-    def get_tools(self, ctx: PluginContext[Any]) -> list[PluginTool]:
-        """``city_time``."""
-
-        @plugin_tool(name="city_time", description="Time in a city.", args_schema=CityArgs)
-        def city_time(args: CityArgs, rt_ctx: RuntimeContext[Any]) -> str:
-            return f"12:00 in {args.city}"
-
-        return [city_time]
 
 
 def tool_then_answer(request: ChatRequest) -> Step:

@@ -28,34 +28,12 @@ from oracle_core import (
     plugin_tool,
 )
 from oracle_core.testing import ScriptedChatModel, ToolNotVisibleError, call_tool, reply
-
-
-class CityArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    city: str
+from oracle_server.testing import CityArgs, ClockPlugin
 
 
 class TextArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str
-
-
-class ClockPlugin(OraclePlugin):
-    name = "clock"
-    version = "1.0.0"
-    manifest = {
-        "title": "Clock",
-        "summary": "Tell the time in a city.",
-        "when_to_use": ["The user asks what time it is somewhere"],
-        "visibility": "always",
-    }
-
-    def get_tools(self, ctx: PluginContext[Any]) -> list[PluginTool]:
-        @plugin_tool(name="city_time", description="Time in a city.", args_schema=CityArgs)
-        def city_time(args: CityArgs, rt_ctx: RuntimeContext[Any]) -> str:
-            return f"12:00 in {args.city}"
-
-        return [city_time]
 
 
 class WeatherPlugin(OraclePlugin):

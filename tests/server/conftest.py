@@ -5,56 +5,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
-from pydantic import BaseModel, ConfigDict
 
-from oracle_core import OraclePlugin, PluginContext, PluginTool, RuntimeContext, plugin_tool
+from oracle_core import OraclePlugin
 from oracle_server import OracleApp, create_oracle_app
-from oracle_server.testing import OpenAIDouble, serving
-
-
-class CityArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    city: str
-
-
-class ClockPlugin(OraclePlugin):
-    name = "clock"
-    version = "1.0.0"
-    manifest = {
-        "title": "Clock",
-        "summary": "Tell the time in a city.",
-        "when_to_use": ["The user asks what time it is somewhere"],
-        "visibility": "always",
-    }
-
-    def get_tools(self, ctx: PluginContext[Any]) -> list[PluginTool]:
-        @plugin_tool(name="city_time", description="Time in a city.", args_schema=CityArgs)
-        def city_time(args: CityArgs, rt_ctx: RuntimeContext[Any]) -> str:
-            return f"12:00 in {args.city}"
-
-        return [city_time]
-
-
-class WeatherPlugin(OraclePlugin):
-    name = "weather"
-    version = "1.0.0"
-    manifest = {
-        "title": "Weather",
-        "summary": "Weather forecasts for a city.",
-        "when_to_use": ["The user asks about the weather"],
-        "visibility": "on-demand",
-    }
-
-    def get_tools(self, ctx: PluginContext[Any]) -> list[PluginTool]:
-        @plugin_tool(name="get_weather", description="Forecast for a city.", args_schema=CityArgs)
-        async def get_weather(args: CityArgs, rt_ctx: RuntimeContext[Any]) -> dict[str, Any]:
-            return {"city": args.city, "celsius": 21}
-
-        return [get_weather]
-
+from oracle_server.testing import ClockPlugin, OpenAIDouble, WeatherPlugin, serving
 
 ServeFactory = Callable[..., AbstractAsyncContextManager[tuple[OracleApp, str]]]
 

@@ -20,11 +20,16 @@ from typing import Any
 import httpx
 import pytest
 import socketio  # type: ignore[import-untyped]
-from pydantic import BaseModel
 
-from oracle_core import OraclePlugin, PluginContext, PluginTool, RuntimeContext
+from oracle_core import OraclePlugin
 from oracle_server import OracleApp
-from oracle_server.testing import OpenAIDouble, ToolCalls, auth_headers, redis_url_or_skip
+from oracle_server.testing import (
+    Announcer,
+    OpenAIDouble,
+    ToolCalls,
+    auth_headers,
+    redis_url_or_skip,
+)
 from oracle_ucan import Ed25519Signer
 
 Serve = Callable[..., AbstractAsyncContextManager[tuple[OracleApp, str]]]
@@ -137,40 +142,6 @@ async def new_session(http: httpx.AsyncClient, base_url: str, headers: dict[str,
     created = await http.post(f"{base_url}/sessions", headers=headers)
     assert created.status_code == 201, created.text
     return str(created.json()["sessionId"])
-
-
-class _NoArgs(BaseModel):
-    pass
-
-
-class Announcer(OraclePlugin):
-    """A plugin whose tool emits client events from the replica running the turn."""
-
-    name = "announcer"
-    version = "1.0.0"
-    manifest = {
-        "title": "Announcer",
-        "summary": "Sends client events.",
-        "when_to_use": ["When asked to announce something"],
-        "visibility": "always",
-    }
-
-    def get_tools(self, ctx: PluginContext[Any]) -> list[PluginTool]:
-        return [
-            PluginTool(
-                name="announce",
-                description="Send the client events.",
-                args_schema=_NoArgs,
-                handler=self.announce,
-            )
-        ]
-
-    def announce(self, args: _NoArgs, rt_ctx: RuntimeContext[Any]) -> str:
-        emit = rt_ctx.emit
-        assert emit is not None
-        emit.render_component({"componentName": "Chart", "args": {"x": 1}, "eventId": "e2"})
-        emit.action_call({"toolCallId": "a1", "toolName": "open_panel", "status": "done"})
-        return "announced"
 
 
 async def test_a_socket_on_b_receives_the_events_of_a_turn_on_a(

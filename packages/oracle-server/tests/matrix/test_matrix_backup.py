@@ -21,9 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic import BaseModel, ConfigDict
 
-from oracle_core import OraclePlugin, PluginContext, PluginTool, RuntimeContext, plugin_tool
 from oracle_server import OracleApp
 from oracle_server._matrix.backup import STATE_TYPE, CheckpointBackup
 from oracle_server.testing import (
@@ -34,6 +32,7 @@ from oracle_server.testing import (
     RegisteredUser,
     Synapse,
     ToolCalls,
+    WeatherPlugin,
     eventually,
     node_env,
     oracle_node,
@@ -41,29 +40,6 @@ from oracle_server.testing import (
     user_headers,
 )
 from oracle_ucan import Ed25519Signer
-
-
-class CityArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    city: str
-
-
-class WeatherPlugin(OraclePlugin):
-    name = "weather"
-    version = "1.0.0"
-    manifest = {
-        "title": "Weather",
-        "summary": "Weather forecasts for a city.",
-        "when_to_use": ["The user asks about the weather"],
-        "visibility": "on-demand",
-    }
-
-    def get_tools(self, ctx: PluginContext[Any]) -> list[PluginTool]:
-        @plugin_tool(name="get_weather", description="Forecast for a city.", args_schema=CityArgs)
-        async def get_weather(args: CityArgs, rt_ctx: RuntimeContext[Any]) -> dict[str, Any]:
-            return {"city": args.city, "celsius": 21}
-
-        return [get_weather]
 
 
 def echo(chat: ChatRequest) -> str:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pydantic import BaseModel
-
-from oracle_core import OracleEvent, OraclePlugin, PluginContext, PluginTool, RuntimeContext
-from oracle_server.testing import ToolCalls
+from oracle_core import OracleEvent
+from oracle_server.testing import Announcer, ToolCalls
 
 # Fixture types live in conftest.py, which test modules cannot import (importlib mode).
 RunningOracle = Any
@@ -95,44 +93,6 @@ async def test_list_events_advertises_the_exact_lists(oracle: RunningOracle) -> 
         "sessionId": session_id,
         "timestamp": events["timestamp"],
     }
-
-
-class _NoArgs(BaseModel):
-    pass
-
-
-class Announcer(OraclePlugin):
-    """A plugin whose tool emits one client event of every kind."""
-
-    name = "announcer"
-    version = "1.0.0"
-    manifest = {
-        "title": "Announcer",
-        "summary": "Sends client events.",
-        "when_to_use": ["When asked to announce something"],
-        "visibility": "always",
-    }
-
-    def get_tools(self, ctx: PluginContext[Any]) -> list[PluginTool]:
-        return [
-            PluginTool(
-                name="announce",
-                description="Send the client events.",
-                args_schema=_NoArgs,
-                handler=self.announce,
-            )
-        ]
-
-    def announce(self, args: _NoArgs, rt_ctx: RuntimeContext[Any]) -> str:
-        emit = rt_ctx.emit
-        assert emit is not None
-        emit.tool_call({"toolName": "search", "args": {}, "status": "isRunning", "eventId": "e1"})
-        emit.render_component({"componentName": "Chart", "args": {"x": 1}, "eventId": "e2"})
-        emit.router({"step": "preloaded", "eventId": "e3"})
-        emit.message_cache_invalidation({"status": "stale", "eventId": "e4"})
-        emit.reasoning({"reasoning": "hmm", "isComplete": False})
-        emit.action_call({"toolCallId": "a1", "toolName": "open_panel", "status": "done"})
-        return "announced"
 
 
 async def test_plugin_events_reach_the_session_room_in_the_sdk_shapes(

@@ -19,6 +19,9 @@ Services:
   variable; `redis_test_target(label)`: that URL with a key prefix of the test's own
   (`RedisTestTarget`), whose keys are deleted afterwards; `unique_key_prefix(label)`.
 
+Plugins to serve: `ClockPlugin` (always visible), `WeatherPlugin` (on demand) and
+`Announcer` (emits one client event of every kind).
+
 Protocol checks:
 
 - `PersistentSseParser` / `PerReadSseParser`: the SSE parsers of client SDK 1.4.0 and
@@ -60,6 +63,7 @@ from oracle_server.testing._matrix import (
     wait_ready,
 )
 from oracle_server.testing._openai_double import ChatRequest, OpenAIDouble, Step, ToolCalls
+from oracle_server.testing._plugins import Announcer, CityArgs, ClockPlugin, WeatherPlugin
 from oracle_server.testing._redis import (
     REDIS_URL_VARIABLE,
     RedisTestTarget,
@@ -92,9 +96,12 @@ __all__ = [
     "PER_READ_ACCEPTED_EVENTS",
     "REDIS_URL_VARIABLE",
     "SYNAPSE_VERSION",
+    "Announcer",
     "BlocksyncDouble",
     "ChatRequest",
     "CheckpointBackup",
+    "CityArgs",
+    "ClockPlugin",
     "LoopbackServer",
     "MemoryRunLog",
     "OpenAIDouble",
@@ -109,6 +116,7 @@ __all__ = [
     "SynapseError",
     "ToolCalls",
     "TurnInput",
+    "WeatherPlugin",
     "auth_headers",
     "backup_key",
     "commit_upload",
