@@ -78,7 +78,7 @@ async def measure(turns: int = TURNS) -> dict[str, Any]:
 
 
 async def _measure(synapse: Synapse, work: Path, turns: int) -> dict[str, Any]:
-    account = await provision_oracle(synapse, synapse.register("oracle", "oracle-password"))
+    account = await provision_oracle(synapse)
     async with OpenAIDouble(auto_reply=_reply) as llm, BlocksyncDouble() as blocksync:
         user = blocksync.add_user(Ed25519Signer.generate())
         headers = user_headers(user)

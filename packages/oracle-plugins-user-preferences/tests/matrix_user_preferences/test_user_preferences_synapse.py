@@ -69,7 +69,7 @@ async def llm() -> AsyncIterator[OpenAIDouble]:
 async def put_state_as(
     synapse: Synapse, access_token: str, room_id: str, content: dict[str, Any]
 ) -> None:
-    """Write the ``user_prefs`` state event with a Matrix account's own token."""
+    """Write the ``user_prefs`` state event with a Matrix oracle_account's own token."""
     path = (
         f"/_matrix/client/v3/rooms/{quote(room_id)}/state/"
         f"{quote(STATE_EVENT_TYPE)}/{quote(STATE_KEY)}"
@@ -83,7 +83,7 @@ async def put_state_as(
 
 async def test_preferences_live_in_the_users_room_state(
     synapse: Synapse,
-    account: OracleAccount,
+    oracle_account: OracleAccount,
     llm: OpenAIDouble,
     blocksync: BlocksyncDouble,
     tmp_path: Path,
@@ -95,7 +95,7 @@ async def test_preferences_live_in_the_users_room_state(
         "De nada.",
     )
     user = blocksync.add_user(Ed25519Signer.generate())
-    env = node_env(synapse, account, tmp_path / "node", llm=llm, blocksync=blocksync)
+    env = node_env(synapse, oracle_account, tmp_path / "node", llm=llm, blocksync=blocksync)
     async with (
         matrix_user(synapse, user.did(), tmp_path / "user-store") as client,
         oracle_node(env, plugins=[UserPreferencesPlugin()]) as (_app, base_url),
@@ -122,8 +122,8 @@ async def test_preferences_live_in_the_users_room_state(
 
         await eventually(joined)
 
-        # The older runtime (same oracle account) left its preferences uncompressed.
-        await put_state_as(synapse, account.bot.access_token, room_id, {"data": LEGACY_DATA})
+        # The older runtime (same oracle oracle_account) left its preferences uncompressed.
+        await put_state_as(synapse, oracle_account.bot.access_token, room_id, {"data": LEGACY_DATA})
         assert (await http.get("/user-preferences")).json() == LEGACY_RECORD
 
         second = await http.post(

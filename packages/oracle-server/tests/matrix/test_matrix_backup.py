@@ -11,25 +11,20 @@ and writes no file.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shutil
 import signal
-from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from oracle_server import OracleApp
 from oracle_server._matrix.backup import STATE_TYPE, CheckpointBackup
 from oracle_server.testing import (
     BlocksyncDouble,
-    ChatRequest,
     OpenAIDouble,
     OracleAccount,
-    RegisteredUser,
     Synapse,
     ToolCalls,
     WeatherPlugin,
@@ -40,22 +35,6 @@ from oracle_server.testing import (
     user_headers,
 )
 from oracle_ucan import Ed25519Signer
-
-
-def echo(chat: ChatRequest) -> str:
-    return f"Echo: {chat.last_user_text}"
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[OpenAIDouble]:
-    async with OpenAIDouble(auto_reply=echo) as double:
-        yield double
-
-
-@pytest.fixture
-async def blocksync() -> AsyncIterator[BlocksyncDouble]:
-    async with BlocksyncDouble() as double:
-        yield double
 
 
 def backup_of(app: OracleApp) -> CheckpointBackup:
@@ -87,12 +66,11 @@ async def loaded_plugins(app: OracleApp, user_did: str, session: str) -> list[st
 
 async def test_a_fresh_node_restores_the_thread_and_its_loaded_plugins(
     synapse: Synapse,
-    new_user: Callable[[str], RegisteredUser],
+    oracle_account: OracleAccount,
     llm: OpenAIDouble,
     blocksync: BlocksyncDouble,
     tmp_path: Path,
 ) -> None:
-    account = await provision_oracle(synapse, new_user("oracle"))
     user = blocksync.add_user(Ed25519Signer.generate())
     first_node = tmp_path / "node-1"
     llm.add_steps(
@@ -102,7 +80,7 @@ async def test_a_fresh_node_restores_the_thread_and_its_loaded_plugins(
     )
     # A long debounce: this node uploads once, at shutdown (SRV-12 step 3).
     env = node_env(
-        synapse, account, first_node, llm=llm, blocksync=blocksync,
+        synapse, oracle_account, first_node, llm=llm, blocksync=blocksync,
         MATRIX_BACKUP_DEBOUNCE_SECONDS="3600",
     )  # fmt: skip
     async with (
@@ -118,7 +96,9 @@ async def test_a_fresh_node_restores_the_thread_and_its_loaded_plugins(
     # The node is gone with everything it had locally.
     shutil.rmtree(first_node)
 
-    second_env = node_env(synapse, account, tmp_path / "node-2", llm=llm, blocksync=blocksync)
+    second_env = node_env(
+        synapse, oracle_account, tmp_path / "node-2", llm=llm, blocksync=blocksync
+    )
     async with (
         oracle_node(second_env, [WeatherPlugin()]) as (app, base_url),
         httpx.AsyncClient(base_url=base_url, headers=user_headers(user), timeout=30) as http,
@@ -137,20 +117,6 @@ async def test_a_fresh_node_restores_the_thread_and_its_loaded_plugins(
         assert said == ["Weather in Paris?", "thanks", "and now?"]
 
 
-@pytest.fixture
-def own_synapse(tmp_path: Path) -> Iterator[Synapse]:
-    """A homeserver this test may freeze and kill."""
-    server = Synapse(data_dir=tmp_path / "synapse")
-    server.start()
-    try:
-        yield server
-    finally:
-        if server.pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(server.pid, signal.SIGCONT)
-        server.close()
-
-
 async def pointer(synapse: Synapse, account: OracleAccount, room_id: str, key: str) -> Any:
     headers = {"Authorization": f"Bearer {account.bot.access_token}"}
     async with httpx.AsyncClient(base_url=synapse.base_url, headers=headers) as http:
@@ -165,7 +131,7 @@ async def test_homeserver_killed_mid_upload_loses_nothing(
     tmp_path: Path,
 ) -> None:
     synapse = own_synapse
-    account = await provision_oracle(synapse, synapse.register("oracle", "oracle-password"))
+    account = await provision_oracle(synapse)
     user = blocksync.add_user(Ed25519Signer.generate())
     env = node_env(synapse, account, tmp_path / "node-1", llm=llm, blocksync=blocksync)
     async with (

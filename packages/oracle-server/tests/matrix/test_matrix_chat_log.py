@@ -1,8 +1,8 @@
 """The Matrix layer against a real Synapse: login, readiness, user rooms, the chat log.
 
-The oracle logs in with its access token, reads its signing mnemonic from the account
+The oracle logs in with its access token, reads its signing mnemonic from the oracle_account
 room, and becomes ready; a ``did:ixo`` user talks to it over HTTP; the oracle creates the
-user's encrypted room, invites their Matrix account and logs the conversation there. The
+user's encrypted room, invites their Matrix oracle_account and logs the conversation there. The
 user's own matrix-nio client reads it, and the homeserver's storage never holds it in
 plain text.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,42 +22,16 @@ from oracle_server._matrix.rooms import user_room_alias
 from oracle_server.testing import (
     ENTITY_DID,
     BlocksyncDouble,
-    ChatRequest,
     OpenAIDouble,
     OracleAccount,
-    RegisteredUser,
     Synapse,
     eventually,
     matrix_user,
     node_env,
     oracle_node,
-    provision_oracle,
     user_headers,
 )
 from oracle_ucan import Ed25519Signer
-
-
-def echo(chat: ChatRequest) -> str:
-    """The model's answer: the user's last message, echoed."""
-    return f"Echo: {chat.last_user_text}"
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[OpenAIDouble]:
-    async with OpenAIDouble(auto_reply=echo) as double:
-        yield double
-
-
-@pytest.fixture
-async def blocksync() -> AsyncIterator[BlocksyncDouble]:
-    async with BlocksyncDouble() as double:
-        yield double
-    assert double.violations == []
-
-
-@pytest.fixture
-async def account(synapse: Synapse, new_user: Callable[[str], RegisteredUser]) -> OracleAccount:
-    return await provision_oracle(synapse, new_user("oracle"))
 
 
 async def decrypted_texts(client: nio.AsyncClient, room_id: str) -> list[dict[str, Any]]:
@@ -80,14 +53,14 @@ async def decrypted_texts(client: nio.AsyncClient, room_id: str) -> list[dict[st
 
 async def test_conversation_is_logged_to_the_users_encrypted_room(
     synapse: Synapse,
-    account: OracleAccount,
+    oracle_account: OracleAccount,
     llm: OpenAIDouble,
     blocksync: BlocksyncDouble,
     tmp_path: Path,
 ) -> None:
     user = blocksync.add_user(Ed25519Signer.generate())
     secret = f"secret-{uuid.uuid4().hex}"
-    env = node_env(synapse, account, tmp_path / "node", llm=llm, blocksync=blocksync)
+    env = node_env(synapse, oracle_account, tmp_path / "node", llm=llm, blocksync=blocksync)
     async with (
         matrix_user(synapse, user.did(), tmp_path / "user-store") as reader,
         oracle_node(env) as (app, base_url),
@@ -141,13 +114,13 @@ async def test_conversation_is_logged_to_the_users_encrypted_room(
 
 async def test_a_message_in_the_users_room_runs_a_turn_answered_in_its_thread(
     synapse: Synapse,
-    account: OracleAccount,
+    oracle_account: OracleAccount,
     llm: OpenAIDouble,
     blocksync: BlocksyncDouble,
     tmp_path: Path,
 ) -> None:
     user = blocksync.add_user(Ed25519Signer.generate())
-    env = node_env(synapse, account, tmp_path / "node", llm=llm, blocksync=blocksync)
+    env = node_env(synapse, oracle_account, tmp_path / "node", llm=llm, blocksync=blocksync)
     async with (
         matrix_user(synapse, user.did(), tmp_path / "user-store") as client,
         oracle_node(env) as (app, base_url),
@@ -156,7 +129,7 @@ async def test_a_message_in_the_users_room_runs_a_turn_answered_in_its_thread(
         # The user's client creates the room under the alias and invites the oracle (SRV-67).
         created = await client.room_create(
             alias=user_room_alias(user.did(), ENTITY_DID, synapse.server_name)[1:].split(":")[0],
-            invite=[account.bot.user_id],
+            invite=[oracle_account.bot.user_id],
             initial_state=[
                 {
                     "type": "m.room.encryption",
@@ -174,7 +147,7 @@ async def test_a_message_in_the_users_room_runs_a_turn_answered_in_its_thread(
 
         async def oracle_joined() -> bool:
             return bool(
-                await client_of_oracle.is_member(room_id, account.bot.user_id)
+                await client_of_oracle.is_member(room_id, oracle_account.bot.user_id)
                 and room_id in client_of_oracle.nio.rooms
             )
 
@@ -208,7 +181,7 @@ async def test_a_message_in_the_users_room_runs_a_turn_answered_in_its_thread(
 
 async def test_shared_mode_keeps_matrix_for_the_chat_log_only(
     synapse: Synapse,
-    account: OracleAccount,
+    oracle_account: OracleAccount,
     llm: OpenAIDouble,
     blocksync: BlocksyncDouble,
     tmp_path: Path,
@@ -219,7 +192,7 @@ async def test_shared_mode_keeps_matrix_for_the_chat_log_only(
     user = blocksync.add_user(Ed25519Signer.generate())
     env = node_env(
         synapse,
-        account,
+        oracle_account,
         tmp_path / "node",
         llm=llm,
         blocksync=blocksync,

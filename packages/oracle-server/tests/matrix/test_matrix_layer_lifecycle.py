@@ -16,7 +16,6 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +46,9 @@ from oracle_server._matrix.values import (
 from oracle_server.testing import (
     BlocksyncDouble,
     ChatRequest,
+    NewUser,
     OpenAIDouble,
     OracleAccount,
-    RegisteredUser,
     Synapse,
     ToolCalls,
     eventually,
@@ -64,28 +63,6 @@ from oracle_server.testing import (
 from oracle_ucan import Ed25519Signer
 
 NOT_READY = "Oracle not ready"
-
-
-def echo(chat: ChatRequest) -> str:
-    return f"Echo: {chat.last_user_text}"
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[OpenAIDouble]:
-    async with OpenAIDouble(auto_reply=echo) as double:
-        yield double
-
-
-@pytest.fixture
-async def blocksync() -> AsyncIterator[BlocksyncDouble]:
-    async with BlocksyncDouble() as double:
-        yield double
-    assert double.violations == []
-
-
-@pytest.fixture
-async def account(synapse: Synapse, new_user: Callable[[str], RegisteredUser]) -> OracleAccount:
-    return await provision_oracle(synapse, new_user("oracle"))
 
 
 def layer_of(app: OracleApp) -> MatrixLayer:
@@ -140,22 +117,11 @@ async def create_room(synapse: Synapse, token: str, **body: Any) -> str:
 # --- status events: a homeserver down at boot ------------------------------------------
 
 
-@pytest.fixture
-def own_synapse(tmp_path: Path) -> Iterator[Synapse]:
-    """A homeserver this test stops and starts."""
-    server = Synapse(data_dir=tmp_path / "synapse")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.close()
-
-
 async def test_a_homeserver_down_at_boot_fails_then_loads_when_it_is_back(
     own_synapse: Synapse, llm: OpenAIDouble, blocksync: BlocksyncDouble, tmp_path: Path
 ) -> None:
     synapse = own_synapse
-    account = await provision_oracle(synapse, synapse.register("oracle", "oracle-password"))
+    account = await provision_oracle(synapse)
     user = blocksync.add_user(Ed25519Signer.generate())
     synapse.stop()
 
@@ -209,7 +175,7 @@ async def test_a_homeserver_down_at_boot_fails_then_loads_when_it_is_back(
 
 async def test_an_account_room_without_the_mnemonic_keeps_the_oracle_not_ready(
     synapse: Synapse,
-    new_user: Callable[[str], RegisteredUser],
+    new_user: NewUser,
     llm: OpenAIDouble,
     blocksync: BlocksyncDouble,
     tmp_path: Path,
@@ -248,7 +214,7 @@ async def test_an_account_room_without_the_mnemonic_keeps_the_oracle_not_ready(
 
 async def test_a_wrong_pin_keeps_the_oracle_not_ready_and_logs_no_secret(
     synapse: Synapse,
-    new_user: Callable[[str], RegisteredUser],
+    new_user: NewUser,
     llm: OpenAIDouble,
     blocksync: BlocksyncDouble,
     tmp_path: Path,
@@ -298,17 +264,17 @@ async def test_a_wrong_pin_keeps_the_oracle_not_ready_and_logs_no_secret(
 
 async def test_oracle_signing_mnemonic_wins_over_the_account_room(
     synapse: Synapse,
-    account: OracleAccount,
+    oracle_account: OracleAccount,
     llm: OpenAIDouble,
     blocksync: BlocksyncDouble,
     tmp_path: Path,
 ) -> None:
     env_mnemonic = f"env mnemonic {uuid.uuid4().hex}"
     expected = Ed25519Signer.from_mnemonic(env_mnemonic).did()
-    from_room = Ed25519Signer.from_mnemonic(account.mnemonic).did()
+    from_room = Ed25519Signer.from_mnemonic(oracle_account.mnemonic).did()
     assert expected != from_room
     env = node_env(
-        synapse, account, tmp_path / "node", llm=llm, blocksync=blocksync,
+        synapse, oracle_account, tmp_path / "node", llm=llm, blocksync=blocksync,
         ORACLE_SIGNING_MNEMONIC=env_mnemonic,
     )  # fmt: skip
     async with oracle_node(env) as (app, base_url):
@@ -346,14 +312,14 @@ async def oracle_timeline(app: OracleApp, room_id: str) -> list[dict[str, Any]]:
 
 async def test_skipping_the_chat_log_still_backs_up(
     synapse: Synapse,
-    account: OracleAccount,
+    oracle_account: OracleAccount,
     llm: OpenAIDouble,
     blocksync: BlocksyncDouble,
     tmp_path: Path,
 ) -> None:
     user = blocksync.add_user(Ed25519Signer.generate())
     env = node_env(
-        synapse, account, tmp_path / "node", llm=llm, blocksync=blocksync,
+        synapse, oracle_account, tmp_path / "node", llm=llm, blocksync=blocksync,
         SKIP_LOGGING_CHAT_HISTORY_TO_MATRIX="true",
     )  # fmt: skip
     async with (
@@ -430,14 +396,14 @@ def tool_results(chat: ChatRequest) -> list[str]:
 
 async def test_a_plugin_reaches_its_users_room_and_no_other(
     synapse: Synapse,
-    account: OracleAccount,
+    oracle_account: OracleAccount,
     llm: OpenAIDouble,
     blocksync: BlocksyncDouble,
     tmp_path: Path,
 ) -> None:
     user = blocksync.add_user(Ed25519Signer.generate())
     other = blocksync.add_user(Ed25519Signer.generate())
-    env = node_env(synapse, account, tmp_path / "node", llm=llm, blocksync=blocksync)
+    env = node_env(synapse, oracle_account, tmp_path / "node", llm=llm, blocksync=blocksync)
     async with (
         oracle_node(env, [RoomProbePlugin()]) as (app, base_url),
         httpx.AsyncClient(base_url=base_url, headers=user_headers(user), timeout=30) as http,
@@ -458,14 +424,14 @@ async def test_a_plugin_reaches_its_users_room_and_no_other(
         assert posted["event"]["event_id"] == posted["event_id"]
         assert posted["event"]["type"] == "m.room.message"
         assert posted["event"]["content"]["body"] == "note from a plugin"
-        assert posted["event"]["sender"] == account.bot.user_id
+        assert posted["event"]["sender"] == oracle_account.bot.user_id
         assert {"m.room.create", "m.room.encryption", "m.room.member"} <= set(posted["state_types"])
         # The homeserver has the event in the user's room, sent by the oracle.
-        headers = {"Authorization": f"Bearer {account.bot.access_token}"}
+        headers = {"Authorization": f"Bearer {oracle_account.bot.access_token}"}
         async with httpx.AsyncClient(base_url=synapse.base_url, headers=headers) as hs:
             stored = await hs.get(f"/_matrix/client/v3/rooms/{own_room}/event/{posted['event_id']}")
         assert stored.status_code == 200
-        assert stored.json()["sender"] == account.bot.user_id
+        assert stored.json()["sender"] == oracle_account.bot.user_id
         assert stored.json()["type"] == "m.room.encrypted"  # the homeserver never saw the text
 
         before = await oracle_timeline(app, other_room)
@@ -483,23 +449,23 @@ async def test_a_plugin_reaches_its_users_room_and_no_other(
 
 async def test_a_lost_store_logs_in_with_the_password_as_a_new_device(
     synapse: Synapse,
-    account: OracleAccount,
+    oracle_account: OracleAccount,
     llm: OpenAIDouble,
     blocksync: BlocksyncDouble,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    first = node_env(synapse, account, tmp_path / "node-1", llm=llm, blocksync=blocksync)
+    first = node_env(synapse, oracle_account, tmp_path / "node-1", llm=llm, blocksync=blocksync)
     async with oracle_node(first) as (app, _base_url):
         client = layer_of(app).client
         assert client is not None
-        assert client.nio.device_id == account.bot.device_id  # the token's own device
+        assert client.nio.device_id == oracle_account.bot.device_id  # the token's own device
     assert not [r for r in caplog.records if "matrix.device_replaced" in r.getMessage()]
 
     # Same token, a new (empty) store: the device's keys on the homeserver are not ours.
     caplog.set_level(logging.WARNING, logger="oracle.server.matrix")
     second = node_env(
-        synapse, account, tmp_path / "node-2", llm=llm, blocksync=blocksync,
+        synapse, oracle_account, tmp_path / "node-2", llm=llm, blocksync=blocksync,
         MATRIX_STORE_PATH=str(tmp_path / "lost-and-new-store"),
     )  # fmt: skip
     async with oracle_node(second) as (app, base_url):
@@ -507,15 +473,16 @@ async def test_a_lost_store_logs_in_with_the_password_as_a_new_device(
         assert (body["matrix"], body["signingKey"]) == ("loaded", True)
         client = layer_of(app).client
         assert client is not None
-        assert client.nio.device_id != account.bot.device_id
+        assert client.nio.device_id != oracle_account.bot.device_id
         assert client.nio.olm is not None
         # The new device's keys are on the homeserver.
-        headers = {"Authorization": f"Bearer {account.bot.access_token}"}
+        headers = {"Authorization": f"Bearer {oracle_account.bot.access_token}"}
         async with httpx.AsyncClient(base_url=synapse.base_url, headers=headers) as hs:
             query = await hs.post(
-                "/_matrix/client/v3/keys/query", json={"device_keys": {account.bot.user_id: []}}
+                "/_matrix/client/v3/keys/query",
+                json={"device_keys": {oracle_account.bot.user_id: []}},
             )
-        devices = query.json()["device_keys"][account.bot.user_id]
+        devices = query.json()["device_keys"][oracle_account.bot.user_id]
         assert client.nio.device_id in devices
         new_device = client.nio.device_id
 
@@ -536,15 +503,15 @@ async def test_a_lost_store_logs_in_with_the_password_as_a_new_device(
 
 async def test_an_access_token_of_another_account_is_refused(
     synapse: Synapse,
-    new_user: Callable[[str], RegisteredUser],
-    account: OracleAccount,
+    new_user: NewUser,
+    oracle_account: OracleAccount,
     llm: OpenAIDouble,
     blocksync: BlocksyncDouble,
     tmp_path: Path,
 ) -> None:
     stranger = new_user("stranger")
     env = node_env(
-        synapse, account, tmp_path / "node", llm=llm, blocksync=blocksync,
+        synapse, oracle_account, tmp_path / "node", llm=llm, blocksync=blocksync,
         MATRIX_ORACLE_ADMIN_ACCESS_TOKEN=stranger.access_token,
     )  # fmt: skip
     app = await create_node(env)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -16,9 +16,7 @@ from nio.client.async_client import (
     AsyncClientConfig,
 )
 
-from oracle_server.testing import RegisteredUser, Synapse, SynapseError
-
-NewUser = Callable[[str], RegisteredUser]
+from oracle_server.testing import NewUser, RegisteredUser, Synapse, SynapseError
 
 # Enough timeline for a fresh room's state events and a few messages in one sync.
 WIDE_SYNC = {"room": {"timeline": {"limit": 50}}}

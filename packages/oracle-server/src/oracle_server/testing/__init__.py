@@ -9,7 +9,8 @@ Doubles and servers:
 - `LoopbackServer`: any Starlette app served by Hypercorn on ``127.0.0.1``.
 - `Synapse`: a real Matrix homeserver from PyPI in a cached virtual environment;
   `provision_oracle`, `node_env`, `oracle_node`, `matrix_user` and `user_headers` run
-  oracle nodes and users against it.
+  oracle nodes and users against it; `fresh_localpart` keeps users of a shared
+  homeserver apart.
 - `serving(app)`: an ``OracleApp`` on loopback for the duration of a block;
   `auth_headers(user, oracle_did)`: headers of a development auth invocation.
 
@@ -18,6 +19,10 @@ Services:
 - `redis_url_or_skip()`: the tests' Redis (``ORACLE_TEST_REDIS_URL``) or a skip naming the
   variable; `redis_test_target(label)`: that URL with a key prefix of the test's own
   (`RedisTestTarget`), whose keys are deleted afterwards; `unique_key_prefix(label)`.
+
+Pytest fixtures (`synapse`, `own_synapse`, `new_user`, `oracle_account`, `blocksync`) are in
+``oracle_server.testing.pytest_plugin``; a suite's root ``conftest.py`` activates them with
+``pytest_plugins = ["oracle_server.testing.pytest_plugin"]``.
 
 Plugins to serve: `ClockPlugin` (always visible), `WeatherPlugin` (on demand) and
 `Announcer` (emits one client event of every kind).
@@ -52,8 +57,10 @@ from oracle_server.testing._blocksync import BlocksyncDouble
 from oracle_server.testing._loopback import LoopbackServer
 from oracle_server.testing._matrix import (
     ENTITY_DID,
+    NewUser,
     OracleAccount,
     eventually,
+    fresh_localpart,
     matrix_user,
     node_env,
     oracle_node,
@@ -104,6 +111,7 @@ __all__ = [
     "ClockPlugin",
     "LoopbackServer",
     "MemoryRunLog",
+    "NewUser",
     "OpenAIDouble",
     "OracleAccount",
     "PerReadSseParser",
@@ -125,6 +133,7 @@ __all__ = [
     "follow_run",
     "frame_boundaries",
     "free_port",
+    "fresh_localpart",
     "matrix_user",
     "node_env",
     "oracle_node",

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +34,10 @@ __all__ = [
     "ENTITY_DID",
     "ORACLE_DID",
     "PIN",
+    "NewUser",
     "OracleAccount",
     "eventually",
+    "fresh_localpart",
     "matrix_user",
     "node_env",
     "oracle_node",
@@ -47,6 +50,15 @@ __all__ = [
 PIN = "4321"
 ORACLE_DID = "did:ixo:ixo1matrixoracle"
 ENTITY_DID = "did:ixo:entity:matrixtests"
+
+
+NewUser = Callable[[str], RegisteredUser]
+"""``new_user(prefix)``: registers a user with a fresh localpart (the `new_user` fixture)."""
+
+
+def fresh_localpart(prefix: str) -> str:
+    """A localpart no other caller gets, e.g. ``alice-1f3a9c0e``: tests share a homeserver."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 @dataclass(frozen=True)
@@ -68,9 +80,21 @@ def random_mnemonic(words: int = 12) -> str:
     )
 
 
-async def provision_oracle(synapse: Synapse, bot: RegisteredUser) -> OracleAccount:
+async def provision_oracle(synapse: Synapse, bot: RegisteredUser | None = None) -> OracleAccount:
     """Create the account room and store the encrypted signing mnemonic in it (SRV-65),
-    as the provisioning CLI does."""
+    as the provisioning CLI does.
+
+    Args:
+        synapse: The homeserver.
+        bot: The oracle's Matrix user. Default: a new one, ``oracle-<hex>``, whose
+            password is ``<localpart>-password``.
+
+    Returns:
+        The account, its room and the mnemonic stored there.
+    """
+    if bot is None:
+        localpart = fresh_localpart("oracle")
+        bot = synapse.register(localpart, f"{localpart}-password")
     mnemonic = random_mnemonic()
     headers = {"Authorization": f"Bearer {bot.access_token}"}
     async with httpx.AsyncClient(base_url=synapse.base_url, headers=headers) as http:
