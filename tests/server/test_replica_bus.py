@@ -25,6 +25,7 @@ from oracle_core import OraclePlugin
 from oracle_server import OracleApp
 from oracle_server.testing import (
     Announcer,
+    EventRecords,
     OpenAIDouble,
     ToolCalls,
     auth_headers,
@@ -77,29 +78,17 @@ class BrowserSocket:
 
     def __init__(self) -> None:
         self.client = socketio.AsyncClient(reconnection=False)
-        self.events: list[tuple[str, Any]] = []
-        self._changed = asyncio.Event()
+        self.records = EventRecords()
         self.client.on("*", self._record)
 
     async def _record(self, event: str, data: Any = None) -> None:
-        self.events.append((event, data))
-        self._changed.set()
+        self.records.add(event, data)
 
     def named(self, name: str) -> list[Any]:
-        return [data for event, data in self.events if event == name]
+        return self.records.named(name)
 
     async def wait_for(self, name: str, count: int = 1) -> list[Any]:
-        async def enough() -> list[Any]:
-            while len(self.named(name)) < count:
-                self._changed.clear()
-                await self._changed.wait()
-            return self.named(name)
-
-        try:
-            return await asyncio.wait_for(enough(), WAIT)
-        except TimeoutError:
-            got = [event for event, _ in self.events]
-            raise AssertionError(f"no {count}x {name!r} within {WAIT}s; got {got}") from None
+        return await self.records.wait_for(name, count, WAIT)
 
     async def emit(self, event: str, data: Any) -> None:
         await self.client.emit(event, data)

@@ -3,16 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from oracle_core import OracleEvent
-from oracle_server.testing import Announcer, ToolCalls
-
-# Fixture types live in conftest.py, which test modules cannot import (importlib mode).
-RunningOracle = Any
-StartOracle = Any
-
-WAIT = 10.0
+from oracle_server.testing import EVENT_WAIT, Announcer, RunningOracle, StartOracle, ToolCalls
 
 
 async def test_ping_answers_pong_with_the_session(oracle: RunningOracle) -> None:
@@ -190,7 +183,7 @@ async def test_the_last_socket_leaving_marks_the_session_idle(oracle: RunningOra
     assert idle == []
     assert oracle.gateway.sockets_of(session_id) == 1
     await second.close()
-    await asyncio.wait_for(went_idle.wait(), WAIT)
+    await asyncio.wait_for(went_idle.wait(), EVENT_WAIT)
 
     assert idle == [(session_id, user.did)]
     assert oracle.gateway.sockets_of(session_id) == 0
@@ -207,7 +200,7 @@ async def test_frames_above_one_mebibyte_are_refused(oracle: RunningOracle) -> N
     await client.wait_for("pong")
     await client.emit("tool_result", {"toolCallId": "huge", "result": "x" * (1024 * 1024)})
 
-    await asyncio.wait_for(client.closed.wait(), WAIT)
+    await asyncio.wait_for(client.closed.wait(), EVENT_WAIT)
     for _ in range(100):
         if oracle.gateway.connection_count == 0:
             break

@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 
 from oracle_server._socket.gateway import FrontendToolError
-from oracle_server.testing import ToolCalls
-
-# Fixture types live in conftest.py, which test modules cannot import (importlib mode).
-RunningOracle = Any
-StartOracle = Any
+from oracle_server.testing import (
+    OracleUser,
+    RunningOracle,
+    SocketClient,
+    StartOracle,
+    ToolCalls,
+)
 
 PAGE_TITLE_TOOL = {
     "name": "get_page_title",
@@ -26,7 +28,7 @@ PAGE_TITLE_TOOL = {
 }
 
 
-async def _connected(oracle: RunningOracle) -> tuple[Any, str, Any]:
+async def _connected(oracle: RunningOracle) -> tuple[OracleUser, str, SocketClient]:
     user = oracle.new_user()
     session_id = await oracle.create_session(user)
     client = await oracle.connect(user, session_id)

@@ -10,12 +10,8 @@ from typing import Any
 import pytest
 from websockets.exceptions import InvalidStatus
 
+from oracle_server.testing import OracleUser, RunningOracle, StartOracle
 from oracle_ucan import Ed25519Signer
-
-# Fixture types live in conftest.py, which test modules cannot import (importlib mode).
-RunningOracle = Any
-StartOracle = Any
-User = Any
 
 JS_ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -64,7 +60,9 @@ async def test_another_users_delegation_next_to_a_valid_invocation_is_ignored(
     await client.wait_for("connected")
 
 
-Case = Callable[[RunningOracle, User, User, str], tuple[str | None, dict[str, Any] | None]]
+Case = Callable[
+    [RunningOracle, OracleUser, OracleUser, str], tuple[str | None, dict[str, Any] | None]
+]
 """``(oracle, owner, stranger, owner's session) -> (query sessionId, auth)``."""
 
 REFUSED_CASES: dict[str, Case] = {

@@ -12,11 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from oracle_core import OraclePlugin, PluginContext, PluginTool, RuntimeContext
-from oracle_server.testing import ToolCalls
-
-# Fixture types live in conftest.py, which test modules cannot import (importlib mode).
-RunningOracle = Any
-StartOracle = Any
+from oracle_server.testing import RunningOracle, StartOracle, ToolCalls
 
 PAGE_TITLE_TOOL = {
     "name": "get_page_title",

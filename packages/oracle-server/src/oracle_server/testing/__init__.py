@@ -13,6 +13,10 @@ Doubles and servers:
   homeserver apart.
 - `serving(app)`: an ``OracleApp`` on loopback for the duration of a block;
   `auth_headers(user, oracle_did)`: headers of a development auth invocation.
+- `RunningOracle`: an oracle served for the socket.io gateway's tests; its `OracleUser`
+  users connect with `SocketClient` (the Socket.IO protocol packet by packet over a
+  websocket) or `NodeSocketClient` (a Node ``socket.io-client`` script).
+  `EventRecords` records and awaits the events any client receives.
 
 Services:
 
@@ -79,6 +83,14 @@ from oracle_server.testing._redis import (
     unique_key_prefix,
 )
 from oracle_server.testing._server import auth_headers, free_port, serving
+from oracle_server.testing._socket_client import (
+    EVENT_WAIT,
+    EventRecords,
+    HandshakeRefusedError,
+    NodeSocketClient,
+    SocketClient,
+)
+from oracle_server.testing._socket_oracle import OracleUser, RunningOracle, StartOracle
 from oracle_server.testing._sse import (
     ACCEPTED_EVENTS,
     PER_READ_ACCEPTED_EVENTS,
@@ -100,6 +112,7 @@ from oracle_server.testing._synapse import (
 __all__ = [
     "ACCEPTED_EVENTS",
     "ENTITY_DID",
+    "EVENT_WAIT",
     "PER_READ_ACCEPTED_EVENTS",
     "REDIS_URL_VARIABLE",
     "SYNAPSE_VERSION",
@@ -109,16 +122,23 @@ __all__ = [
     "CheckpointBackup",
     "CityArgs",
     "ClockPlugin",
+    "EventRecords",
+    "HandshakeRefusedError",
     "LoopbackServer",
     "MemoryRunLog",
     "NewUser",
+    "NodeSocketClient",
     "OpenAIDouble",
     "OracleAccount",
+    "OracleUser",
     "PerReadSseParser",
     "PersistentSseParser",
     "RedisTestTarget",
     "RegisteredUser",
+    "RunningOracle",
+    "SocketClient",
     "SseEvent",
+    "StartOracle",
     "Step",
     "Synapse",
     "SynapseError",
