@@ -10,8 +10,10 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, ClassVar
 
+import openai
 import pytest
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -26,6 +28,15 @@ from langchain_core.runnables import Runnable
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
+from oracle_core import (
+    AmbientServices,
+    InMemoryBlobStore,
+    LocalSecretsService,
+    PermissiveUcanService,
+    RecordingEventSink,
+    UnavailableMatrixService,
+    create_runtime,
+)
 from oracle_core._chat_openai import PassthroughChatOpenAI
 from oracle_core._config import CoreEnv
 from oracle_core._errors import OracleBootError, UnknownModelRoleError
@@ -735,7 +746,11 @@ async def test_role_override_and_api_key_reach_the_server(chat_server: ChatServe
         OPENAI_COMPATIBLE_API_KEY="sk-local",
     )
     chat_server.replies.append(ScriptedReply("safe"))
-    reply = await ProviderLLM(env).get("guard").ainvoke("is this safe?")
+    llm = ProviderLLM(env)
+    try:
+        reply = await llm.get("guard").ainvoke("is this safe?")
+    finally:
+        await llm.aclose()
 
     assert reply.content == "safe"
     [request] = chat_server.requests
@@ -990,3 +1005,78 @@ def test_copies_sharing_values_reuse_a_conversion_and_the_oldest_go_first() -> N
     assert passthrough._converted.get(second) is None  # the least recently used went
     assert passthrough._converted.get(first) is not None
     assert passthrough._converted.get(HumanMessage("first")) is None  # equal, not shared
+
+
+# --- the accessor's HTTP client --------------------------------------------------------
+
+
+async def test_provider_llm_models_share_one_http_client_that_aclose_closes(
+    chat_server: ChatServer,
+) -> None:
+    llm = ProviderLLM(compatible_env(chat_server.url))
+    main = llm.get("main", max_retries=0)
+    utility = llm.get("utility", temperature=0.2)
+    http = as_chat_openai(main).http_async_client
+    assert as_chat_openai(utility).http_async_client is http
+    assert isinstance(http, openai.DefaultAsyncHttpxClient)
+    assert (await main.ainvoke("hi")).content == "ok"
+
+    await llm.aclose()
+
+    assert http.is_closed
+    with pytest.raises(RuntimeError, match="the client has been closed"):
+        await main.ainvoke("again")
+    with pytest.raises(RuntimeError, match="ProviderLLM is closed"):
+        llm.get("main", max_retries=0)
+    with pytest.raises(RuntimeError, match="ProviderLLM is closed"):
+        llm.get("utility", metadata={"buffer": bytearray(b"x")})  # the uncached path
+    await llm.aclose()  # twice is harmless
+    assert len(chat_server.requests) == 1
+
+
+async def test_a_model_given_its_own_http_client_keeps_it() -> None:
+    llm = ProviderLLM(openrouter_env())
+    async with openai.DefaultAsyncHttpxClient() as own:
+        model = llm.get("main", http_async_client=own)
+        assert as_chat_openai(model).http_async_client is own
+        await llm.aclose()
+        assert not own.is_closed
+
+
+async def test_the_runtime_closes_the_accessor_it_built_not_one_it_was_given(
+    tmp_path: Path,
+) -> None:
+    env = {
+        "ORACLE_BACKEND": "local",
+        "LLM_PROVIDER": "openai-compatible",
+        "OPENAI_COMPATIBLE_BASE_URL": "http://127.0.0.1:9/v1",
+        "OPENAI_COMPATIBLE_MODEL": "qwen3:14b",
+        "SQLITE_DATABASE_PATH": str(tmp_path),
+    }
+    runtime = await create_runtime({"name": "Closing Oracle"}, discover_entry_points=False, env=env)
+    built = runtime.ambient.llm
+    assert isinstance(built, ProviderLLM)
+    http = as_chat_openai(built.get("main")).http_async_client
+    assert isinstance(http, openai.DefaultAsyncHttpxClient)
+    await runtime.aclose()
+    assert http.is_closed
+    with pytest.raises(RuntimeError, match="ProviderLLM is closed"):
+        built.get("main")
+
+    given = ProviderLLM(make_env(**env))
+    services = AmbientServices(
+        secrets=LocalSecretsService(),
+        blob_store=InMemoryBlobStore(),
+        matrix=UnavailableMatrixService(),
+        ucan=PermissiveUcanService(),
+        events=RecordingEventSink(),
+        llm=given,
+    )
+    async with await create_runtime(
+        {"name": "Given Oracle"}, discover_entry_points=False, env=env, services=services
+    ):
+        pass
+    kept = as_chat_openai(given.get("main")).http_async_client
+    assert isinstance(kept, openai.DefaultAsyncHttpxClient)
+    assert not kept.is_closed
+    await given.aclose()

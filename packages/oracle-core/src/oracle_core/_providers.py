@@ -231,6 +231,13 @@ class ProviderLLM:
     reuses one client and its connection pool. Parameters that cannot be hashed (e.g. a
     callback object without ``__hash__``) bypass the cache.
 
+    The models share one async HTTP client that the accessor owns, made with the first
+    model, and `aclose` closes it with its connections: left to itself, langchain-openai
+    keeps a client per base URL for the whole process, whose connections belong to the
+    event loop that opened them and are never closed. A ``get`` given its own
+    ``http_async_client`` (or an ``openai_proxy``, which builds one) keeps it. The sync
+    HTTP client stays langchain-openai's: the runtime calls models asynchronously.
+
     Args:
         env: The validated Tier-0 environment.
     """
@@ -240,6 +247,8 @@ class ProviderLLM:
         self._cache: OrderedDict[Hashable, BaseChatModel] = OrderedDict()
         # Sync tools run in worker threads, so the cache is shared across threads.
         self._lock = threading.Lock()
+        self._http: Any = None
+        self._closed = False
 
     def get(self, role: str, **params: Any) -> BaseChatModel:
         """The chat model serving ``role``; see ``get_provider_chat_model``.
@@ -254,19 +263,21 @@ class ProviderLLM:
         Raises:
             UnknownModelRoleError: ``role`` is not a known ``ModelRole``.
             OracleBootError: ``boot.llm.key_missing`` when the provider's variables are unset.
+            RuntimeError: the accessor is closed.
         """
         try:
             key: Hashable | None = (role, _freeze(params))
         except TypeError:
             key = None
         if key is None:
-            return get_provider_chat_model(role, env=self.env, **params)
+            return get_provider_chat_model(role, env=self.env, **self._with_http(params))
         with self._lock:
+            self._check_open()
             cached = self._cache.get(key)
             if cached is not None:
                 self._cache.move_to_end(key)
                 return cached
-        model = get_provider_chat_model(role, env=self.env, **params)
+        model = get_provider_chat_model(role, env=self.env, **self._with_http(params))
         with self._lock:
             # Another thread may have built one meanwhile; keep the first so callers share it.
             model = self._cache.setdefault(key, model)
@@ -274,3 +285,33 @@ class ProviderLLM:
             if len(self._cache) > _CACHE_SIZE:
                 self._cache.popitem(last=False)
         return model
+
+    async def aclose(self) -> None:
+        """Close the models' HTTP client and its connections; `get` raises afterwards.
+
+        Models built earlier cannot send requests any more. Closing twice is harmless.
+        """
+        with self._lock:
+            http, self._http, self._closed = self._http, None, True
+            self._cache.clear()
+        if http is not None:
+            await http.aclose()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("ProviderLLM is closed: its runtime has shut down")
+
+    def _with_http(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` with the shared async HTTP client, unless they bring their own."""
+        if "http_async_client" in params or params.get("openai_proxy"):
+            return params
+        with self._lock:
+            self._check_open()
+            if self._http is None:
+                # The SDK's own defaults (pool limits, redirects), with the httpx flavour
+                # its clients require.
+                import openai
+
+                self._http = openai.DefaultAsyncHttpxClient()
+            http = self._http
+        return {**params, "http_async_client": http}

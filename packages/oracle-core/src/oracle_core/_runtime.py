@@ -286,7 +286,8 @@ class OracleRuntime:
     # -- lifecycle ------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        """Exit plugin lifespans in reverse order and close local checkpointers."""
+        """Exit plugin lifespans in reverse order, close local checkpointers and the models'
+        HTTP connections."""
         if self._closed:
             return
         self._closed = True
@@ -320,10 +321,15 @@ class OracleRuntime:
         if inputs.check_llm:
             self._check_llm_provider(require=inputs.require_llm)
         self.identity = build_identity(inputs.config, self.composed)
-        if callable(inputs.services):
-            self.ambient = inputs.services(self.composed.core)
+        services = inputs.services
+        if services is not None and not callable(services):
+            self.ambient = services  # built by the caller, who closes it
         else:
-            self.ambient = inputs.services or self._local_services()
+            self.ambient = services(self.composed.core) if services else self._local_services()
+            # Plugin lifespans, entered after, exit before the models lose their connections.
+            close_llm = getattr(self.ambient.llm, "aclose", None)
+            if close_llm is not None:
+                self._stack.push_async_callback(close_llm)
         self.hooks = inputs.hooks.merged_over(self._default_hooks())
         self.available_plugins = frozenset(b.name for b in self.booted)
         self.always_plugins = frozenset(
@@ -471,7 +477,10 @@ async def create_runtime(
         env: Environment to validate instead of ``os.environ``.
         logger: Base logger (default ``oracle``).
         services: Ambient services to use instead of the local ones, or a factory given
-            the validated Tier-0 environment (the server passes its own).
+            the validated Tier-0 environment (the server passes its own). Services the
+            runtime builds (the local ones, or the factory's) close with it: an ``llm``
+            with an ``aclose`` method is awaited by ``aclose``; services passed built
+            are left to the caller.
         require_llm: With ``False``, missing provider variables are logged instead of
             failing boot, and each turn fails with the message naming them.
 
