@@ -1,4 +1,35 @@
-"""The fixtures every test tree of the workspace shares (pytest reads ``pytest_plugins``
-only from the root conftest)."""
+"""What every test tree of the workspace shares.
+
+- The server kit's fixtures (pytest reads ``pytest_plugins`` only from the root conftest).
+- A check at the end of the run: a socket, asyncio transport, event loop or child process
+  still open once every test has finished fails the run. Held by something long-lived,
+  it would warn (``ResourceWarning``) only at interpreter exit, where no warning filter
+  can fail anything.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from oracle_server.testing import UnclosedResource, unclosed_resources
 
 pytest_plugins = ["oracle_server.testing.pytest_plugin"]
+
+_UNCLOSED = pytest.StashKey[list[UnclosedResource]]()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Fail the run when resources are left open (fixtures are torn down by now)."""
+    unclosed = unclosed_resources()
+    session.config.stash[_UNCLOSED] = unclosed
+    if unclosed and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """List what was left open, and what holds it."""
+    unclosed = terminalreporter.config.stash.get(_UNCLOSED, [])
+    if unclosed:
+        terminalreporter.section("resources left open at the end of the run", red=True)
+        for resource in unclosed:
+            terminalreporter.line(str(resource))

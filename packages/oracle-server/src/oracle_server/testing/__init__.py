@@ -36,6 +36,12 @@ Protocol checks:
 - `PersistentSseParser` / `PerReadSseParser`: the SSE parsers of client SDK 1.4.0 and
   1.1.x, to check that the server's SSE body reads the same with both (SRV-70 b).
 
+Test-suite checks:
+
+- `unclosed_resources()`: the sockets, asyncio transports, event loops and child
+  processes still open, with what holds each; the root ``conftest.py`` fails a test run
+  that leaves any (they would warn only at interpreter exit).
+
 Internals that integration tests and benchmarks drive or measure directly (not for
 plugins or hosts: their shape may change with the server):
 
@@ -82,6 +88,7 @@ from oracle_server.testing._redis import (
     redis_url_or_skip,
     unique_key_prefix,
 )
+from oracle_server.testing._resources import UnclosedResource, unclosed_resources
 from oracle_server.testing._server import auth_headers, free_port, serving
 from oracle_server.testing._socket_client import (
     EVENT_WAIT,
@@ -144,6 +151,7 @@ __all__ = [
     "SynapseError",
     "ToolCalls",
     "TurnInput",
+    "UnclosedResource",
     "WeatherPlugin",
     "auth_headers",
     "backup_key",
@@ -166,6 +174,7 @@ __all__ = [
     "redis_url_or_skip",
     "serving",
     "split_everywhere",
+    "unclosed_resources",
     "unique_key_prefix",
     "user_headers",
     "user_room_alias",
