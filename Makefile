@@ -39,8 +39,8 @@ typecheck: setup ## mypy --strict over packages/ and tests/
 	$(RUN) mypy
 
 .PHONY: unit
-unit: setup ## Run the test suites only (with branch coverage of core)
-	$(RUN) pytest -q --cov=oracle_core --cov=oracle_ucan --cov-branch --cov-report=term:skip-covered
+unit: setup ## Run the test suites only (with branch coverage of core, ucan and server)
+	$(RUN) pytest -q --cov=oracle_core --cov=oracle_ucan --cov=oracle_server --cov-branch --cov-report=term:skip-covered
 
 .PHONY: test
 test: setup ## Lint, type-check and run every test

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,8 @@ from oracle_ucan import validate_auth_invocation
 
 def local_env(tmp_path: Path, double: OpenAIDouble | None = None) -> dict[str, str]:
     env = {"ORACLE_BACKEND": "local", "SQLITE_DATABASE_PATH": str(tmp_path)}
+    # Under coverage's subprocess patch the child measures itself as well.
+    env.update({k: v for k, v in os.environ.items() if k.startswith("COVERAGE_")})
     if double is not None:
         env.update(double.env())
     else:
