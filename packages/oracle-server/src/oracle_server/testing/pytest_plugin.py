@@ -1,8 +1,8 @@
 """Pytest fixtures of the server's testing kit: a real Matrix homeserver and what stands around it.
 
 Activate them with ``pytest_plugins = ["oracle_server.testing.pytest_plugin"]`` in the
-root ``conftest.py`` of a test suite (this repository's does). Nothing starts until a test
-asks for a fixture:
+root ``conftest.py`` of a test suite (this repository's does); the async fixtures need
+pytest-asyncio. Nothing starts until a test asks for a fixture:
 
 - `synapse`: one `Synapse` for the whole session, started on first use. Its virtualenv is
   built on first use into ``.tools/synapse-<version>`` (a package registry must be
