@@ -1,10 +1,10 @@
 """What every test tree of the workspace shares.
 
 - The server kit's fixtures (pytest reads ``pytest_plugins`` only from the root conftest).
-- A check at the end of the run: a socket, asyncio transport, event loop or child process
-  still open once every test has finished fails the run. Held by something long-lived,
-  it would warn (``ResourceWarning``) only at interpreter exit, where no warning filter
-  can fail anything.
+- A check at the end of the run: a socket, asyncio transport, event loop, child process
+  or SQLite connection still open once every test has finished fails the run. Held by
+  something long-lived, it would warn (``ResourceWarning``) only at interpreter exit,
+  where no warning filter can fail anything.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sqlite3
 import subprocess
 import sys
 
@@ -74,3 +75,17 @@ def test_a_child_process_still_running_is_found_until_it_is_reaped() -> None:
         child.kill()
         child.wait()
     assert entry_for(child) is None
+
+
+def test_an_open_sqlite_connection_is_found_until_it_is_closed() -> None:
+    holder = Holder(sqlite3.connect(":memory:"))
+    connection = holder.resource
+    assert isinstance(connection, sqlite3.Connection)
+    try:
+        leak = entry_for(connection)
+        assert leak is not None
+        assert leak.kind == "sqlite connection"
+        assert leak.held_by[0] == f"{__name__}.Holder"
+    finally:
+        connection.close()
+    assert entry_for(connection) is None

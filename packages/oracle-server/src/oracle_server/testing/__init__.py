@@ -38,9 +38,9 @@ Protocol checks:
 
 Test-suite checks:
 
-- `unclosed_resources()`: the sockets, asyncio transports, event loops and child
-  processes still open, with what holds each; the root ``conftest.py`` fails a test run
-  that leaves any (they would warn only at interpreter exit).
+- `unclosed_resources()`: the sockets, asyncio transports, event loops, child processes
+  and SQLite connections still open, with what holds each; the root ``conftest.py``
+  fails a test run that leaves any (they would warn only at interpreter exit).
 
 Internals that integration tests and benchmarks drive or measure directly (not for
 plugins or hosts: their shape may change with the server):

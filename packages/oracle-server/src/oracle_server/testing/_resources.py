@@ -1,9 +1,10 @@
 """Resources still open that nothing will close: what would warn at interpreter exit.
 
-A socket, an asyncio transport, an event loop or a child process left open warns
-(``ResourceWarning``) when it is collected. When something long-lived holds it (a
-module-level cache, a global client), that happens only at interpreter exit, after a test
-run has reported its result, where no warning filter turns it into a failure.
+A socket, an asyncio transport, an event loop, a child process or (from Python 3.13) a
+SQLite connection left open warns (``ResourceWarning``) when it is collected. When
+something long-lived holds it (a module-level cache, a global client), that happens only
+at interpreter exit, after a test run has reported its result, where no warning filter
+turns it into a failure.
 `unclosed_resources` finds them while the run can still fail: the root ``conftest.py``
 calls it once every test has finished and fails the run when it finds any.
 """
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import gc
 import socket
+import sqlite3
 import subprocess
 import types
 import weakref
@@ -30,7 +32,8 @@ class UnclosedResource:
     """One open resource and what keeps it alive.
 
     Attributes:
-        kind: ``transport``, ``socket``, ``event loop`` or ``process``.
+        kind: ``transport``, ``socket``, ``event loop``, ``process`` or
+            ``sqlite connection``.
         description: Its ``repr``.
         held_by: The objects that reference it, nearest first (type names, a module's
             name): who should have closed it.
@@ -46,7 +49,8 @@ class UnclosedResource:
 
 
 def unclosed_resources(*, depth: int = 10) -> list[UnclosedResource]:
-    """The sockets, asyncio transports, event loops and child processes still open.
+    """The sockets, asyncio transports, event loops, child processes and SQLite
+    connections still open.
 
     Collects garbage first, so only what something still references is listed. A
     transport's own socket is listed once, as the transport. The running event loop
@@ -83,6 +87,9 @@ def unclosed_resources(*, depth: int = 10) -> list[UnclosedResource]:
         elif isinstance(obj, subprocess.Popen) and obj.poll() is None:
             kinds.append("process")
             found.append(obj)
+        elif isinstance(obj, sqlite3.Connection) and _database_open(obj):
+            kinds.append("sqlite connection")
+            found.append(obj)
     for sock in sockets:
         if sock.fileno() not in transport_fds:
             kinds.append("socket")
@@ -96,6 +103,14 @@ def unclosed_resources(*, depth: int = 10) -> list[UnclosedResource]:
     return leaks
 
 
+def _database_open(connection: sqlite3.Connection) -> bool:
+    try:
+        connection.total_changes  # noqa: B018 - raises once the connection is closed
+    except sqlite3.ProgrammingError:
+        return False
+    return True
+
+
 def _transport_open(transport: asyncio.BaseTransport) -> bool:
     try:
         return not transport.is_closing()
@@ -104,15 +119,20 @@ def _transport_open(transport: asyncio.BaseTransport) -> bool:
 
 
 def _holders(obj: Any, depth: int, ignored: set[int]) -> list[str]:
-    """A chain of referrers above ``obj``, preferring objects over plain containers."""
+    """A chain of owners above ``obj``, preferring objects over plain containers.
+
+    An object that ``obj`` itself references (its own parts, such as a SQLite
+    connection's statement cache) is not taken for an owner.
+    """
     chain: list[str] = []
     seen = {id(obj)} | ignored
     current = obj
     for _ in range(depth):
+        parts = {id(part) for part in gc.get_referents(current)}
         referrers = [
             ref
             for ref in gc.get_referrers(current)
-            if id(ref) not in seen and not isinstance(ref, types.FrameType)
+            if id(ref) not in seen and id(ref) not in parts and not isinstance(ref, types.FrameType)
         ]
         seen.add(id(referrers))
         if not referrers:
@@ -134,8 +154,6 @@ def _name(obj: Any) -> str:
         return f"function {obj.__module__}.{obj.__qualname__}"
     kind = type(obj)
     wrapped = getattr(obj, "__wrapped__", None)
-    if wrapped is not None:  # e.g. functools.lru_cache around a function
-        return (
-            f"{kind.__qualname__} of {getattr(wrapped, '__module__', '?')}.{wrapped.__qualname__}"
-        )
+    if isinstance(wrapped, types.FunctionType):  # e.g. functools.lru_cache around a function
+        return f"{kind.__qualname__} of {wrapped.__module__}.{wrapped.__qualname__}"
     return f"{kind.__module__}.{kind.__qualname__}"
