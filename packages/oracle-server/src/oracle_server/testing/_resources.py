@@ -71,25 +71,18 @@ def unclosed_resources(*, depth: int = 10) -> list[UnclosedResource]:
     for obj in gc.get_objects():
         if type(obj) in weakref.ProxyTypes:  # isinstance would reach a dead referent
             continue
-        if isinstance(obj, asyncio.BaseTransport):
-            if _transport_open(obj):
-                kinds.append("transport")
-                found.append(obj)
-                with contextlib.suppress(Exception):
-                    transport_fds.add(obj.get_extra_info("socket").fileno())
-        elif isinstance(obj, socket.socket):
+        if isinstance(obj, socket.socket):
             if obj.fileno() != -1:
                 sockets.append(obj)
-        elif isinstance(obj, asyncio.AbstractEventLoop):
-            if not obj.is_closed():
-                kinds.append("event loop")
-                found.append(obj)
-        elif isinstance(obj, subprocess.Popen) and obj.poll() is None:
-            kinds.append("process")
-            found.append(obj)
-        elif isinstance(obj, sqlite3.Connection) and _database_open(obj):
-            kinds.append("sqlite connection")
-            found.append(obj)
+            continue
+        kind = _open_kind(obj)
+        if kind is None:
+            continue
+        kinds.append(kind)
+        found.append(obj)
+        if kind == "transport":
+            with contextlib.suppress(Exception):
+                transport_fds.add(obj.get_extra_info("socket").fileno())
     for sock in sockets:
         if sock.fileno() not in transport_fds:
             kinds.append("socket")
@@ -101,6 +94,19 @@ def unclosed_resources(*, depth: int = 10) -> list[UnclosedResource]:
         holders = tuple(_holders(resource, depth, scanned))
         leaks.append(UnclosedResource(kind, repr(resource), holders))
     return leaks
+
+
+def _open_kind(obj: Any) -> str | None:
+    """What open resource ``obj`` is (sockets aside), or ``None``."""
+    if isinstance(obj, asyncio.BaseTransport):
+        return "transport" if _transport_open(obj) else None
+    if isinstance(obj, asyncio.AbstractEventLoop):
+        return None if obj.is_closed() else "event loop"
+    if isinstance(obj, subprocess.Popen):
+        return "process" if obj.poll() is None else None
+    if isinstance(obj, sqlite3.Connection):
+        return "sqlite connection" if _database_open(obj) else None
+    return None
 
 
 def _database_open(connection: sqlite3.Connection) -> bool:
