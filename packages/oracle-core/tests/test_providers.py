@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 import socket
 import subprocess
@@ -49,6 +51,7 @@ from oracle_core._providers import (
     ProviderLLM,
     check_provider,
     get_provider_chat_model,
+    keepalive_socket_options,
 )
 from oracle_core._services import LLMAccessor
 from oracle_core._tools import MODEL_ROLES
@@ -1080,3 +1083,66 @@ async def test_the_runtime_closes_the_accessor_it_built_not_one_it_was_given(
     assert isinstance(kept, openai.DefaultAsyncHttpxClient)
     assert not kept.is_closed
     await given.aclose()
+
+
+async def test_the_models_connections_carry_tcp_keepalive() -> None:
+    answered = asyncio.Event()
+    connected = asyncio.Event()
+
+    async def hold_the_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        connected.set()
+        await answered.wait()
+        body = json.dumps(
+            {
+                "id": "c1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "ok"},
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+        ).encode()
+        head = (
+            f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        )
+        writer.write(head.encode() + b"Connection: close\r\n\r\n" + body)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(hold_the_request, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    llm = ProviderLLM(compatible_env(f"http://127.0.0.1:{port}/v1"))
+    try:
+        call = asyncio.create_task(llm.get("main", max_retries=0).ainvoke("hi"))
+        await asyncio.wait_for(connected.wait(), 10)
+        clients = [
+            transport.get_extra_info("socket")
+            for transport in gc.get_objects()
+            if isinstance(transport, asyncio.Transport)
+            and not transport.is_closing()
+            and (transport.get_extra_info("peername") or ())[1:2] == (port,)
+        ]
+        # Read while the connection is open: the options of the client's socket.
+        options = [
+            (level, name, client.getsockopt(level, name))
+            for client in clients
+            for level, name, _ in keepalive_socket_options()
+        ]
+        answered.set()
+        assert (await call).content == "ok"
+    finally:
+        await llm.aclose()
+        server.close()
+        await server.wait_closed()
+
+    assert len(clients) == 1
+    assert options == keepalive_socket_options()
+    assert options[0] == (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    if hasattr(socket, "TCP_KEEPIDLE"):
+        assert (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 60) in options

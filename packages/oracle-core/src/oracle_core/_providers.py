@@ -8,6 +8,7 @@ module stays cheap.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
@@ -308,10 +309,33 @@ class ProviderLLM:
         with self._lock:
             self._check_open()
             if self._http is None:
-                # The SDK's own defaults (pool limits, redirects), with the httpx flavour
-                # its clients require.
-                import openai
-
-                self._http = openai.DefaultAsyncHttpxClient()
+                self._http = _async_http_client()
             http = self._http
         return {**params, "http_async_client": http}
+
+
+def keepalive_socket_options() -> list[tuple[int, int, int]]:
+    """TCP keepalive for the models' connections: a peer gone silent (a dropped NAT
+    entry, a dead proxy) is noticed within about 90 s instead of at the request timeout.
+
+    The values are langchain-openai's defaults (idle 60 s, then 3 probes 10 s apart); it
+    sets them only on the process-wide client it builds itself, which the runtime does not
+    use. Options the platform lacks are left out.
+    """
+    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (("TCP_KEEPIDLE", 60), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, name):
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    return options
+
+
+def _async_http_client() -> Any:
+    """The OpenAI SDK's async client with its defaults (pool limits, redirects) and TCP
+    keepalive, through the public transport options of httpx2 (the SDK's HTTP library)."""
+    import httpx2
+    import openai
+
+    transport = httpx2.AsyncHTTPTransport(
+        limits=openai.DEFAULT_CONNECTION_LIMITS, socket_options=keepalive_socket_options()
+    )
+    return openai.DefaultAsyncHttpxClient(transport=transport)
