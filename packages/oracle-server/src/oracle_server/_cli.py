@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from oracle_server._app import OracleApp
-from oracle_server._auth.keys import DEV_KEY_FILE, oracle_signer
+from oracle_server._auth.keys import DEV_KEY_FILE, development_key, oracle_signer
 from oracle_server._boot import create_oracle_app
 from oracle_server._settings import load_settings
 from oracle_ucan import Ed25519Signer, invoke
@@ -53,14 +53,7 @@ def _load_factory(spec: str | None) -> AppFactory:
 
 def _dev_user() -> Ed25519Signer:
     settings = load_settings(os.environ)
-    path = Path(settings.sqlite_path) / DEV_USER_KEY_FILE
-    if path.exists():
-        return Ed25519Signer.parse(path.read_text().strip())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    signer = Ed25519Signer.generate()
-    path.write_text(signer.format() + "\n")
-    path.chmod(0o600)
-    return signer
+    return development_key(Path(settings.sqlite_path) / DEV_USER_KEY_FILE)
 
 
 def _oracle_did() -> str:

@@ -1,7 +1,7 @@
 """The replica bus's contract, run against every backend: buses on one in-memory hub, and
 buses on one Redis channel (with ``ORACLE_TEST_REDIS_URL``; otherwise those cases skip,
-naming the variable). Each Redis case uses a channel of its own, so buses of other test
-runs sharing the Redis never answer."""
+naming the variable), then the cases only Redis has. Each Redis case uses a channel of its
+own, so buses of other test runs sharing the Redis never answer."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import pytest
+from redis.asyncio import Redis
 
 from oracle_server._replicas import MemoryReplicaBus, MemoryReplicaHub, RedisReplicaBus, ReplicaBus
 from oracle_server.testing import redis_url_or_skip, unique_key_prefix
@@ -20,20 +21,8 @@ Buses = Callable[..., AbstractAsyncContextManager[list[ReplicaBus]]]
 NEVER = 600.0
 
 
-@pytest.fixture(params=["memory", "redis"])
-def buses(request: pytest.FixtureRequest) -> Buses:
-    """``async with buses(n, reply_timeout=…) as [bus, …]``: started buses that hear each other."""
-    if request.param == "memory":
-        hub = MemoryReplicaHub()
-
-        def make(reply_timeout: float) -> ReplicaBus:
-            return MemoryReplicaBus(hub, reply_timeout=reply_timeout)
-
-    else:
-        url, channel = redis_url_or_skip(), unique_key_prefix("control")
-
-        def make(reply_timeout: float) -> ReplicaBus:
-            return RedisReplicaBus(url, channel=channel, reply_timeout=reply_timeout)
+def starting(make: Callable[[float], ReplicaBus]) -> Buses:
+    """``async with buses(n, reply_timeout=…) as [bus, …]`` over buses that ``make`` builds."""
 
     @asynccontextmanager
     async def started(count: int, *, reply_timeout: float = 2.0) -> AsyncIterator[list[ReplicaBus]]:
@@ -47,6 +36,29 @@ def buses(request: pytest.FixtureRequest) -> Buses:
                 await bus.aclose()
 
     return started
+
+
+@pytest.fixture
+def redis_channel() -> tuple[str, str]:
+    """The tests' Redis URL and a channel of this test's own."""
+    return redis_url_or_skip(), unique_key_prefix("control")
+
+
+@pytest.fixture(params=["memory", "redis"])
+def buses(request: pytest.FixtureRequest) -> Buses:
+    """Started buses that hear each other: on one in-memory hub, or one Redis channel."""
+    if request.param == "memory":
+        hub = MemoryReplicaHub()
+        return starting(lambda timeout: MemoryReplicaBus(hub, reply_timeout=timeout))
+    url, channel = request.getfixturevalue("redis_channel")
+    return starting(lambda timeout: RedisReplicaBus(url, channel=channel, reply_timeout=timeout))
+
+
+@pytest.fixture
+def redis_buses(redis_channel: tuple[str, str]) -> Buses:
+    """Started buses on one Redis channel only, for the Redis-specific cases."""
+    url, channel = redis_channel
+    return starting(lambda timeout: RedisReplicaBus(url, channel=channel, reply_timeout=timeout))
 
 
 class AbortRecorder:
@@ -190,3 +202,50 @@ async def test_closing_twice_is_harmless(buses: Buses) -> None:
         # A closed replica hears nothing any more.
         async with asyncio.timeout(30):
             assert await first.abort_elsewhere("did:key:alice", "s-7") is False
+
+
+# --- Redis only: foreign subscribers, unreadable messages, an unreachable queue ---------
+
+
+async def test_a_replica_that_never_answers_costs_the_reply_timeout(
+    redis_buses: Buses, redis_channel: tuple[str, str]
+) -> None:
+    redis_url, channel = redis_channel
+    mute = Redis.from_url(redis_url)
+    listener = mute.pubsub()
+    await listener.subscribe(channel)  # counted by PUBLISH, never answers
+    try:
+        async with redis_buses(1, reply_timeout=0.3) as (asker,):
+            aborted = await asker.abort_elsewhere("did:key:alice", "s-3")
+    finally:
+        await listener.aclose()  # type: ignore[no-untyped-call]
+        await mute.aclose()
+
+    # Without the timeout the asker would wait for the mute subscriber's answer for ever.
+    assert aborted is False
+
+
+async def test_unreadable_messages_are_ignored(
+    redis_buses: Buses, redis_channel: tuple[str, str]
+) -> None:
+    redis_url, channel = redis_channel
+    async with redis_buses(2) as (asker, other):
+        other.handle_abort(AbortRecorder(True))
+        publisher = Redis.from_url(redis_url)
+        try:
+            await publisher.publish(channel, b"not json")
+            await publisher.publish(channel, b'{"no": "op"}')
+        finally:
+            await publisher.aclose()
+
+        # The listener survived them and still answers.
+        assert await asker.abort_elsewhere("did:key:alice", "s-5") is True
+
+
+async def test_an_unreachable_queue_fails_start_naming_the_variable() -> None:
+    bus = RedisReplicaBus("redis://127.0.0.1:9/0")
+    try:
+        with pytest.raises(ConnectionError, match="SOCKETIO_MESSAGE_QUEUE"):
+            await bus.start()
+    finally:
+        await bus.aclose()

@@ -7,7 +7,7 @@ from pathlib import Path
 from oracle_server._settings import ServerSettings
 from oracle_ucan import Ed25519Signer
 
-__all__ = ["DEV_KEY_FILE", "OracleKey", "oracle_signer"]
+__all__ = ["DEV_KEY_FILE", "OracleKey", "development_key", "oracle_signer"]
 
 DEV_KEY_FILE = "oracle-dev-key.txt"
 
@@ -20,7 +20,11 @@ def oracle_signer(settings: ServerSettings) -> Ed25519Signer | None:
         return Ed25519Signer.from_mnemonic(settings.oracle_signing_mnemonic)
     if not settings.is_local:
         return None
-    path = Path(settings.sqlite_path) / DEV_KEY_FILE
+    return development_key(Path(settings.sqlite_path) / DEV_KEY_FILE)
+
+
+def development_key(path: Path) -> Ed25519Signer:
+    """The key kept in ``path`` (ucanto's private-key text), made on first use (mode 600)."""
     if path.exists():
         return Ed25519Signer.parse(path.read_text().strip())
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -47,7 +47,6 @@ __all__ = [
     "ABORT_REPLY_TIMEOUT_SECONDS",
     "CONTROL_CHANNEL",
     "AbortHandler",
-    "ControlBus",
     "RedisReplicaBus",
     "SettleHandler",
 ]
@@ -284,7 +283,3 @@ class RedisReplicaBus:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             logger.warning("controlbus.answer_failed: %r", task.exception())
-
-
-ControlBus = RedisReplicaBus
-"""The former name of :class:`RedisReplicaBus`, kept while the boot still uses it."""
