@@ -12,7 +12,7 @@ from oracle_server._app import OracleApp, freeze_boot_objects
 from oracle_server._auth.authenticator import AuthData, Authenticator, DelegationInfo
 from oracle_server._auth.ucan_service import IxoUcanService
 from oracle_server._boot import create_oracle_app
-from oracle_server._http.errors import HTTPError
+from oracle_server._errors import HTTPError
 from oracle_server._settings import ServerSettings, load_settings
 
 __all__ = [

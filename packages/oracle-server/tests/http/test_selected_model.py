@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from oracle_server._http.errors import HTTPError
+from oracle_server._errors import HTTPError
 from oracle_server._http.routes.messages import MODEL_UNKNOWN, selected_model
 
 HOSTED = [{"id": "openrouter", "isDefault": True}]

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from oracle_server._http.errors import HTTPError
+from oracle_server._errors import HTTPError
 from oracle_ucan import ChainVerifier, validate_auth_invocation, validate_delegation
 
 __all__ = ["AuthData", "Authenticator", "DelegationInfo"]

@@ -33,7 +33,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.staticfiles import NotModifiedResponse, StaticFiles
 from starlette.types import Scope
 
-from oracle_server._http.errors import error_response
+from oracle_server._errors import error_response
 from oracle_server._http.openapi import build_openapi
 from oracle_server._http.pipeline import ExclusionMatcher
 from oracle_server._settings import asset_base_url as _asset_base

@@ -1,63 +1,19 @@
-"""Error bodies in the shape the JavaScript client reads: ``{statusCode, message, error}``."""
+"""Starlette's exception handlers for the server's errors: JSON bodies in the client's shape."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from http import HTTPStatus
-from typing import Any
-
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
-__all__ = ["HTTPError", "error_body", "error_response"]
+from oracle_server._errors import HTTPError, error_response
 
-
-def error_body(status: int, message: str | Sequence[str], **extra: Any) -> dict[str, Any]:
-    """The NestJS-shaped error body (SRV-1); ``statusCode`` equals the HTTP status."""
-    try:
-        reason = HTTPStatus(status).phrase
-    except ValueError:
-        reason = "Error"
-    body: dict[str, Any] = {
-        "statusCode": status,
-        "message": message if isinstance(message, str) else list(message),
-        "error": reason,
-    }
-    body.update(extra)
-    return body
-
-
-def error_response(
-    status: int,
-    message: str | Sequence[str],
-    *,
-    headers: Mapping[str, str] | None = None,
-    **extra: Any,
-) -> JSONResponse:
-    """A JSON error response."""
-    return JSONResponse(error_body(status, message, **extra), status_code=status, headers=headers)
-
-
-class HTTPError(Exception):
-    """Raised by handlers and pipeline stages; rendered by ``handle_http_error``."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str | Sequence[str],
-        *,
-        headers: Mapping[str, str] | None = None,
-        **extra: Any,
-    ) -> None:
-        super().__init__(message if isinstance(message, str) else "; ".join(message))
-        self.status = status
-        self.message = message
-        self.headers = dict(headers or {})
-        self.extra = extra
-
-    def response(self) -> JSONResponse:
-        """This error as a response."""
-        return error_response(self.status, self.message, headers=self.headers, **self.extra)
+__all__ = [
+    "STORAGE_UNAVAILABLE",
+    "handle_http_error",
+    "handle_method_not_allowed",
+    "handle_not_found",
+    "handle_storage_unavailable",
+]
 
 
 async def handle_http_error(request: Request, exc: Exception) -> Response:

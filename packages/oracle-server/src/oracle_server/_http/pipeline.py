@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oracle_core import ROUTE_USER_SCOPE_STATE, AuthExcludedRoute, UserInfo
 from oracle_server._auth.authenticator import AuthData, Authenticator
-from oracle_server._http.errors import HTTPError, error_response
+from oracle_server._errors import HTTPError, error_response
 from oracle_server._http.ratelimit import RateLimiter
 
 __all__ = [

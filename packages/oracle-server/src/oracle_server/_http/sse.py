@@ -8,10 +8,9 @@ across two writes.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["HEARTBEAT", "SSE_HEADERS", "frame", "timestamp"]
+__all__ = ["HEARTBEAT", "SSE_HEADERS", "frame"]
 
 HEARTBEAT = b": heartbeat\n\n"
 HEARTBEAT_SECONDS = 15.0
@@ -20,12 +19,6 @@ SSE_HEADERS = {
     "Cache-Control": "no-cache, no-transform",
     "X-Accel-Buffering": "no",
 }
-
-
-def timestamp(when: datetime | None = None) -> str:
-    """UTC ISO-8601 with milliseconds and ``Z``, as JavaScript's ``toISOString``."""
-    moment = (when or datetime.now(UTC)).astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def frame(event: str, data: Any, *, event_id: int | None = None) -> bytes:

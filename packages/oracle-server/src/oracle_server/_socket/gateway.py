@@ -31,8 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oracle_core import OracleEvent
 from oracle_server._auth.authenticator import AuthData, Authenticator
-from oracle_server._http.errors import HTTPError
-from oracle_server._http.sse import timestamp
+from oracle_server._errors import HTTPError
 from oracle_server._persistence import Sessions
 from oracle_server._replicas.base import ReplicaBus
 from oracle_server._settings import ServerSettings
@@ -44,6 +43,7 @@ from oracle_server._socket.calls import (
     action_outcome,
     browser_tool_outcome,
 )
+from oracle_server._timestamps import timestamp
 from oracle_server._turns.events import EVENT_NAMES
 
 __all__ = [

@@ -15,7 +15,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 
 from oracle_core import OracleEvent
-from oracle_server._http.sse import timestamp
+from oracle_server._timestamps import timestamp
 from oracle_server._turns.stream import TurnStream
 
 __all__ = ["EVENT_NAMES", "ServerEventSink", "stream_client_events"]

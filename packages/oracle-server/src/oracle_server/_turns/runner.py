@@ -27,8 +27,8 @@ from oracle_core import (
     UserInfo,
 )
 from oracle_server._auth.authenticator import AuthData
-from oracle_server._http.errors import HTTPError
-from oracle_server._http.sse import timestamp
+from oracle_server._errors import HTTPError
+from oracle_server._timestamps import timestamp
 from oracle_server._turns.events import ServerEventSink, stream_client_events
 from oracle_server._turns.locks import TurnBusy, TurnLocks
 from oracle_server._turns.runlog import MemoryRunLog, RunInfo, RunLog

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from typing import Any
 
-from oracle_server._http.sse import timestamp
+from oracle_server._timestamps import timestamp
 from oracle_server._turns.runlog import ACTIVE, RunEvent, RunLog, RunStatus
 
 __all__ = ["TurnStream"]

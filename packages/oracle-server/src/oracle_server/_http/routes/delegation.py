@@ -9,8 +9,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from oracle_server._errors import HTTPError
 from oracle_server._http.dto import StoreDelegationDto
-from oracle_server._http.errors import HTTPError
 from oracle_server._http.state import auth_of, read_body, server_of
 from oracle_server._persistence import StoredDelegation
 from oracle_ucan import validate_delegation

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from oracle_server._http.errors import HTTPError
+from oracle_server._errors import HTTPError
 from oracle_server._http.history import to_message_dtos
 from oracle_server._http.state import auth_of, server_of
 

@@ -9,8 +9,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from oracle_server._errors import HTTPError
 from oracle_server._http.dto import AbortDto, SendMessageDto
-from oracle_server._http.errors import HTTPError
 from oracle_server._http.history import message_id, to_message_dtos
 from oracle_server._http.sse import SSE_HEADERS
 from oracle_server._http.state import auth_of, read_body, server_of

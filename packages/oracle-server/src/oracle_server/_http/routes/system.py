@@ -9,8 +9,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from oracle_core import CoreEnv
-from oracle_server._http.sse import timestamp
 from oracle_server._http.state import server_of
+from oracle_server._timestamps import timestamp
 
 __all__ = ["listed_models", "system_routes"]
 

@@ -16,8 +16,8 @@ from typing import Any, cast
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from oracle_server._http.sse import timestamp
 from oracle_server._replicas.cancellation import honour_cancellation
+from oracle_server._timestamps import timestamp
 from oracle_server._turns.runlog.base import (
     ACTIVE,
     MAX_EVENTS,
