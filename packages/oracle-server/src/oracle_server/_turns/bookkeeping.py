@@ -10,17 +10,32 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from oracle_core import EventSink, LLMAccessor, OracleEvent
 from oracle_server._persistence import SessionRecord, Sessions
 from oracle_server._turns.runner import ActiveTurn
 from oracle_server._turns.titles import UNTITLED, fallback_title, generate_title
 
-if TYPE_CHECKING:
-    from oracle_server._matrix.layer import MatrixLayer
+__all__ = ["FinishedTurnLog", "TurnBookkeeping"]
 
-__all__ = ["TurnBookkeeping"]
+
+class FinishedTurnLog(Protocol):
+    """Where a finished turn is logged and its user's file scheduled for backup (the
+    Matrix layer)."""
+
+    def after_turn(
+        self,
+        *,
+        user_did: str,
+        session_id: str,
+        message: str,
+        reply: str | None,
+        home_server: str | None,
+        client: str = "portal",
+    ) -> None:
+        """Take note of a finished turn; never raises into the turn."""
+        ...
 
 
 class TurnBookkeeping:
@@ -32,7 +47,7 @@ class TurnBookkeeping:
         llm: The runtime's models; ``session-title`` is asked for titles.
         title_model: Whether a ``session-title`` model is configured (else the first
             words make the title, with no model call).
-        matrix: The Matrix layer, ``None`` when it is off.
+        matrix: Where finished turns are logged (the Matrix layer), ``None`` when off.
     """
 
     def __init__(
@@ -42,7 +57,7 @@ class TurnBookkeeping:
         llm: LLMAccessor,
         *,
         title_model: bool,
-        matrix: MatrixLayer | None = None,
+        matrix: FinishedTurnLog | None = None,
     ) -> None:
         self._sessions = sessions
         self._events = events
