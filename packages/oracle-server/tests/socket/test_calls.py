@@ -15,7 +15,7 @@ from oracle_server._socket.calls import (
     action_outcome,
     browser_tool_outcome,
 )
-from oracle_server._socket.gateway import handshake_headers, socket_message
+from oracle_server._socket.protocol import handshake_headers, socket_message
 
 
 def _event(name: str, **payload: Any) -> OracleEvent:

@@ -22,7 +22,6 @@ import inspect
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import parse_qs
 
@@ -30,7 +29,7 @@ import socketio  # type: ignore[import-untyped]
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oracle_core import OracleEvent
-from oracle_server._auth.authenticator import AuthData, Authenticator
+from oracle_server._auth.authenticator import Authenticator
 from oracle_server._errors import HTTPError
 from oracle_server._persistence import Sessions
 from oracle_server._replicas.base import ReplicaBus
@@ -43,21 +42,21 @@ from oracle_server._socket.calls import (
     action_outcome,
     browser_tool_outcome,
 )
+from oracle_server._socket.protocol import (
+    CLIENT_EVENTS,
+    SERVER_EVENTS,
+    BoundSocket,
+    handshake_headers,
+    socket_message,
+)
 from oracle_server._timestamps import timestamp
-from oracle_server._turns.events import EVENT_NAMES
 
 __all__ = [
-    "BARE_EVENTS",
-    "CLIENT_EVENTS",
     "MAX_FRAME_BYTES",
-    "SERVER_EVENTS",
     "SOCKETIO_CHANNEL",
     "SOCKETIO_PATH",
-    "BoundSocket",
     "FrontendToolError",
     "SocketGateway",
-    "handshake_headers",
-    "socket_message",
 ]
 
 logger = logging.getLogger("oracle.server.ws")
@@ -69,25 +68,6 @@ prefixed, and deployments may share a Redis)."""
 MAX_FRAME_BYTES = 1024 * 1024
 REFUSED = "unauthorized"
 SHUTTING_DOWN = "Server shutting down"
-# What `list-events` advertises, verbatim (SRV-49): the router event is listed as
-# `router_update` although it travels as `router.update`, the only name the SDK parses.
-CLIENT_EVENTS = ("ping", "status", "subscribe", "list-events", "tool_result", "action_call_result")
-SERVER_EVENTS = (
-    "connected",
-    "pong",
-    "status",
-    "subscribed",
-    "available-events",
-    "render_component",
-    "tool_call",
-    "action_call",
-    "browser_tool_call",
-    "router_update",
-    "message_cache_invalidation",
-)
-# Sent with the payload itself as the argument; every other event travels in the
-# `{eventName, payload}` envelope, the only form the SDK's catch-all handler reads (SRV-50).
-BARE_EVENTS = frozenset({"action_call", "browser_tool_call"})
 OUTCOMES: dict[str, Callable[[Mapping[str, Any]], Outcome]] = {
     "browser_tool": browser_tool_outcome,
     "action": action_outcome,
@@ -95,46 +75,6 @@ OUTCOMES: dict[str, Callable[[Mapping[str, Any]], Outcome]] = {
 
 SessionIdleHandler = Callable[[str, str], Awaitable[None] | None]
 """``(session_id, user_did)``, called when the last socket of a session disconnects."""
-
-
-@dataclass(frozen=True)
-class BoundSocket:
-    """A connected socket: the session it joined and who opened it."""
-
-    session_id: str
-    auth: AuthData
-
-    @property
-    def did(self) -> str:
-        """The authenticated DID."""
-        return self.auth.did
-
-
-def handshake_headers(auth: Any) -> dict[str, str]:
-    """The HTTP auth headers equivalent to a handshake's ``auth`` object (SRV-48).
-
-    ``auth.invocation`` becomes ``Authorization: Bearer …`` with ``X-Auth-Type: ucan``;
-    ``auth.ucanDelegation`` becomes ``x-ucan-delegation``.
-    """
-    fields: Mapping[str, Any] = auth if isinstance(auth, Mapping) else {}
-    headers: dict[str, str] = {}
-    invocation = fields.get("invocation")
-    if isinstance(invocation, str) and invocation.strip():
-        headers["authorization"] = f"Bearer {invocation.strip()}"
-        headers["x-auth-type"] = "ucan"
-    delegation = fields.get("ucanDelegation")
-    if isinstance(delegation, str) and delegation.strip():
-        headers["x-ucan-delegation"] = delegation.strip()
-    return headers
-
-
-def socket_message(event: OracleEvent) -> tuple[str, dict[str, Any]]:
-    """The socket.io event name and argument for a plugin event (SRV-50)."""
-    name = EVENT_NAMES.get(event.name, event.name)
-    payload = {"sessionId": event.session_id, "requestId": event.request_id, **event.payload}
-    if name in BARE_EVENTS:
-        return name, payload
-    return name, {"eventName": name, "payload": payload}
 
 
 def _query_value(environ: Mapping[str, Any], key: str) -> str:
