@@ -108,13 +108,8 @@ from oracle_server.testing._sse import (
     parse_stream,
     split_everywhere,
 )
-from oracle_server.testing._synapse import (
-    SYNAPSE_VERSION,
-    RegisteredUser,
-    Synapse,
-    SynapseError,
-    ensure_synapse_venv,
-)
+from oracle_server.testing._synapse import RegisteredUser, Synapse
+from oracle_server.testing._synapse_venv import SYNAPSE_VERSION, SynapseError, ensure_synapse_venv
 
 __all__ = [
     "ACCEPTED_EVENTS",

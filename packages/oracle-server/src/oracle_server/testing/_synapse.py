@@ -1,11 +1,9 @@
 """A real Matrix homeserver (Synapse, from PyPI) on loopback, for tests of the Matrix layer.
 
-Synapse runs in a virtualenv of its own, kept apart from the workspace's because its
-pinned dependencies are not ours. `ensure_synapse_venv` builds that virtualenv once with
-uv, together with a configuration template made by ``--generate-config``, and reuses both
-afterwards. Each `Synapse` is one homeserver process with its own data directory (SQLite
-database, media, log), listening for clients only on ``127.0.0.1``: no federation, open
-registration, rate limits out of the way.
+Synapse runs in a virtualenv of its own (``_synapse_venv.py``). Each `Synapse` is one
+homeserver process with its own data directory (SQLite database, media, log), listening
+for clients only on ``127.0.0.1``: no federation, open registration, rate limits out of
+the way.
 
 Example:
     ```python
@@ -24,7 +22,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import fcntl
 import hashlib
 import hmac
 import json
@@ -36,7 +33,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -45,26 +42,14 @@ from typing import Any, Self
 import httpx
 
 from oracle_server.testing._server import free_port
+from oracle_server.testing._synapse_venv import (
+    SERVER_NAME,
+    SynapseError,
+    config_template,
+    ensure_synapse_venv,
+)
 
-__all__ = [
-    "SYNAPSE_VERSION",
-    "RegisteredUser",
-    "Synapse",
-    "SynapseError",
-    "ensure_synapse_venv",
-]
-
-SYNAPSE_VERSION = "1.163.2"
-"""The matrix-synapse release installed by `ensure_synapse_venv`."""
-
-VENV_ENV_VAR = "ORACLE_SYNAPSE_VENV"
-"""Environment variable naming the directory of the Synapse virtualenv (overrides the default)."""
-
-_READY_MARKER = ".oracle-synapse-ready"
-_TEMPLATE_DIR = "oracle-template"
-_SERVER_NAME = "localhost"
-_INSTALL_TIMEOUT = 600.0
-_GENERATE_TIMEOUT = 120.0
+__all__ = ["RegisteredUser", "Synapse"]
 
 _UNLIMITED = {"per_second": 1000, "burst_count": 1000}
 # Every client-facing rate limiter that Synapse 1.163 reads (synapse/config/ratelimiting.py).
@@ -122,31 +107,6 @@ _LOG_CONFIG: dict[str, Any] = {
     "disable_existing_loggers": False,
 }
 
-# The generated config is YAML; the workspace does not depend on a YAML parser, Synapse's
-# virtualenv has one. JSON is YAML, so configs are written back as JSON.
-_YAML_TO_JSON = (
-    "import json, sys, yaml\n"
-    "with open(sys.argv[1]) as src, open(sys.argv[2], 'w') as dst:\n"
-    "    json.dump(yaml.safe_load(src), dst, indent=1)\n"
-)
-
-
-class SynapseError(RuntimeError):
-    """A homeserver that could not be installed, started or used.
-
-    The message starts with a stable code (``synapse.start_failed: …``) and ends with a
-    hint; failures of the process carry the tail of its log.
-
-    Attributes:
-        code: The stable code, e.g. ``synapse.register_rejected``.
-        errcode: The Matrix ``errcode`` of a refused request (``M_USER_IN_USE``), else None.
-    """
-
-    def __init__(self, code: str, message: str, *, errcode: str | None = None) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.errcode = errcode
-
 
 @dataclass(frozen=True)
 class RegisteredUser:
@@ -163,169 +123,6 @@ class RegisteredUser:
     access_token: str
     device_id: str
     password: str
-
-
-# -- the virtualenv ----------------------------------------------------------------------
-
-
-def ensure_synapse_venv(cache_dir: Path | None = None) -> Path:
-    """Build, once, a virtualenv with ``matrix-synapse`` pinned to `SYNAPSE_VERSION`.
-
-    The virtualenv is made with uv (``uv venv -p 3.11``, ``uv pip install``), together with
-    a configuration template from Synapse's ``--generate-config``. A ready marker is
-    written last, so an interrupted build is redone; a file lock next to the directory lets
-    concurrent test processes share one build.
-
-    Args:
-        cache_dir: Where the virtualenv lives. Default: ``$ORACLE_SYNAPSE_VENV`` if set,
-            else ``<repo root>/.tools/synapse-<version>`` (``~/.cache/oracle-server/…``
-            outside a checkout). The directory belongs to this helper: without its ready
-            marker it is replaced.
-
-    Returns:
-        The virtualenv's ``python``.
-
-    Raises:
-        SynapseError: uv is missing, or the install or the config generation failed.
-    """
-    venv = (cache_dir or _default_venv_dir()).absolute()
-    python = venv / "bin" / "python"
-    if _is_ready(venv):
-        return python
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(venv.with_name(venv.name + ".lock")):
-        if _is_ready(venv):  # built by another process while this one waited
-            return python
-        uv = _find_uv()
-        _run(
-            [uv, "venv", "--clear", "--quiet", "--python", "3.11", str(venv)],
-            "synapse.venv_failed",
-            _INSTALL_TIMEOUT,
-        )
-        _run(
-            [
-                uv,
-                "pip",
-                "install",
-                "--quiet",
-                "--python",
-                str(python),
-                f"matrix-synapse=={SYNAPSE_VERSION}",
-            ],
-            "synapse.install_failed",
-            _INSTALL_TIMEOUT,
-        )
-        _generate_template(python, venv / _TEMPLATE_DIR)
-        (venv / _READY_MARKER).write_text(SYNAPSE_VERSION + "\n")
-    return python
-
-
-def _default_venv_dir() -> Path:
-    override = os.environ.get(VENV_ENV_VAR)
-    if override:
-        return Path(override)
-    root = _repo_root()
-    if root is None:
-        return Path.home() / ".cache" / "oracle-server" / f"synapse-{SYNAPSE_VERSION}"
-    return root / ".tools" / f"synapse-{SYNAPSE_VERSION}"
-
-
-def _repo_root() -> Path | None:
-    """The nearest directory holding ``uv.lock`` above this file, else above the cwd."""
-    for start in (Path(__file__).resolve().parent, Path.cwd().resolve()):
-        for directory in (start, *start.parents):
-            if (directory / "uv.lock").is_file():
-                return directory
-    return None
-
-
-def _find_uv() -> str:
-    candidates = [os.environ.get("UV"), "uv"]
-    root = _repo_root()
-    if root is not None:
-        candidates.append(str(root / ".tools" / "bin" / "uv"))
-    for candidate in candidates:
-        found = shutil.which(candidate) if candidate else None
-        if found:
-            return found
-    raise SynapseError(
-        "synapse.uv_missing",
-        "uv was not found ($UV, PATH, <repo root>/.tools/bin/uv); "
-        "run `make setup` to install it into .tools/",
-    )
-
-
-def _is_ready(venv: Path) -> bool:
-    try:
-        return (venv / _READY_MARKER).read_text().strip() == SYNAPSE_VERSION
-    except OSError:
-        return False
-
-
-@contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    with lock_path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _run(command: list[str], code: str, timeout: float, cwd: Path | None = None) -> None:
-    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
-    try:
-        done = subprocess.run(
-            command,
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise SynapseError(code, f"`{' '.join(command)}` took over {timeout:.0f} s") from exc
-    if done.returncode != 0:
-        output = (done.stdout + done.stderr).strip()[-4000:]
-        raise SynapseError(
-            code,
-            f"`{' '.join(command)}` exited with {done.returncode}:\n{output}\n"
-            "(a package registry must be reachable on the first run)",
-        )
-
-
-def _generate_template(python: Path, template: Path) -> None:
-    """Run ``--generate-config`` into ``template``; keep its config also as JSON."""
-    shutil.rmtree(template, ignore_errors=True)
-    template.mkdir(parents=True)
-    _run(
-        [
-            str(python),
-            "-m",
-            "synapse.app.homeserver",
-            "--server-name",
-            _SERVER_NAME,
-            "--config-path",
-            str(template / "homeserver.yaml"),
-            "--generate-config",
-            "--report-stats=no",
-        ],
-        "synapse.generate_config_failed",
-        _GENERATE_TIMEOUT,
-        cwd=template,
-    )
-    _run(
-        [
-            str(python),
-            "-c",
-            _YAML_TO_JSON,
-            str(template / "homeserver.yaml"),
-            str(template / "homeserver.json"),
-        ],
-        "synapse.generate_config_failed",
-        _GENERATE_TIMEOUT,
-    )
 
 
 # -- one homeserver ----------------------------------------------------------------------
@@ -348,7 +145,7 @@ class Synapse:
         start_timeout: Seconds `start` waits for ``GET /health``.
     """
 
-    server_name: str = _SERVER_NAME
+    server_name: str = SERVER_NAME
 
     def __init__(
         self,
@@ -588,21 +385,17 @@ class Synapse:
     # -- internals
 
     def _write_config(self, python: Path) -> None:
-        template = python.parent.parent / _TEMPLATE_DIR
-        if not (template / "homeserver.json").is_file():
-            with _locked(template.with_name(template.name + ".lock")):
-                if not (template / "homeserver.json").is_file():
-                    _generate_template(python, template)
+        template = config_template(python)
         config: dict[str, Any] = json.loads((template / "homeserver.json").read_text())
         self.data_dir.mkdir(parents=True, exist_ok=True)
         # The signing key of the template serves every test homeserver: none federates.
-        signing_key = self.data_dir / f"{_SERVER_NAME}.signing.key"
-        shutil.copyfile(template / f"{_SERVER_NAME}.signing.key", signing_key)
+        signing_key = self.data_dir / f"{SERVER_NAME}.signing.key"
+        shutil.copyfile(template / f"{SERVER_NAME}.signing.key", signing_key)
         log_config = self.data_dir / "log.config"
         log_config.write_text(json.dumps(_LOG_CONFIG, indent=1))
         config.update(
             {
-                "server_name": _SERVER_NAME,
+                "server_name": SERVER_NAME,
                 "pid_file": str(self.data_dir / "homeserver.pid"),
                 "listeners": [
                     {
