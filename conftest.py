@@ -1,6 +1,7 @@
 """What every test tree of the workspace shares.
 
 - The server kit's fixtures (pytest reads ``pytest_plugins`` only from the root conftest).
+- Core's check that no test logs a secret or a user's message (``no_secrets_in_logs``).
 - A check at the end of the run: a socket, asyncio transport, event loop, child process
   or SQLite connection still open once every test has finished fails the run. Held by
   something long-lived, it would warn (``ResourceWarning``) only at interpreter exit,
@@ -13,7 +14,7 @@ import pytest
 
 from oracle_server.testing import UnclosedResource, unclosed_resources
 
-pytest_plugins = ["oracle_server.testing.pytest_plugin"]
+pytest_plugins = ["oracle_core.testing.pytest_plugin", "oracle_server.testing.pytest_plugin"]
 
 _UNCLOSED = pytest.StashKey[list[UnclosedResource]]()
 

@@ -20,10 +20,21 @@ from oracle_core.testing._scripted import (
     call_tools,
     reply,
 )
+from oracle_core.testing._secrets import (
+    SECRET_PATTERNS,
+    LogLeak,
+    LogScan,
+    leaks_in,
+    mark_sensitive,
+    sensitive_values,
+)
 
 __all__ = [
+    "SECRET_PATTERNS",
     "ConformanceCheck",
     "ConformanceReport",
+    "LogLeak",
+    "LogScan",
     "RecordedCall",
     "RecordingMatrixService",
     "ScriptExhaustedError",
@@ -35,6 +46,9 @@ __all__ = [
     "call_tool",
     "call_tools",
     "create_test_runtime",
+    "leaks_in",
+    "mark_sensitive",
     "reply",
+    "sensitive_values",
     "validate_plugin",
 ]

@@ -14,6 +14,7 @@ from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
     BaseMessage,
+    HumanMessage,
     SystemMessage,
     ToolCall,
     ToolCallChunk,
@@ -22,6 +23,8 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
+
+from oracle_core.testing._secrets import mark_sensitive
 
 __all__ = [
     "RecordedCall",
@@ -299,6 +302,7 @@ class ScriptedChatModel(BaseChatModel):
         """Record the call, consume one step and return its message with ids filled in."""
         visible = self._visible_tool_names(kwargs)
         sent = tuple(messages)
+        mark_sensitive(*(m.text for m in sent if isinstance(m, HumanMessage)))
         state = self._state
         with state.lock:
             state.calls.append(RecordedCall(sent, visible, _system_prompt(sent)))

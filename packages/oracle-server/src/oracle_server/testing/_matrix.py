@@ -22,6 +22,7 @@ import httpx
 import nio
 
 from oracle_core import OraclePlugin
+from oracle_core.testing import mark_sensitive
 from oracle_server import OracleApp, create_oracle_app
 from oracle_server._matrix.values import MNEMONIC_STATE_KEY, SECURE_STATE_TYPE, encrypt_value
 from oracle_server.testing._blocksync import BlocksyncDouble
@@ -74,10 +75,12 @@ def random_mnemonic(words: int = 12) -> str:
     """A fresh mnemonic-shaped secret: ``words`` random lowercase words of 6 to 9 letters
     (long enough that finding one in a log is no accident)."""
     letters = "abcdefghijklmnopqrstuvwxyz"
-    return " ".join(
+    mnemonic = " ".join(
         "".join(secrets.choice(letters) for _ in range(secrets.choice(range(6, 10))))
         for _ in range(words)
     )
+    mark_sensitive(mnemonic)
+    return mnemonic
 
 
 async def provision_oracle(synapse: Synapse, bot: RegisteredUser | None = None) -> OracleAccount:

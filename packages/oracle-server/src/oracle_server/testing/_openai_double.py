@@ -31,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from oracle_core.testing import mark_sensitive
 from oracle_server.testing._loopback import LoopbackServer
 
 __all__ = ["ChatRequest", "OpenAIDouble", "Step", "ToolCalls"]
@@ -274,6 +275,11 @@ class OpenAIDouble(LoopbackServer):
             body_bytes=len(raw),
         )
         self.requests.append(chat)
+        # What the user said and the key the oracle sent must never reach a log.
+        mark_sensitive(
+            *(_text_of(m.get("content")) for m in chat.messages if m.get("role") == "user"),
+            chat.headers.get("authorization", "").removeprefix("Bearer "),
+        )
         try:
             reply = self._reply_to(chat)
         except _ScriptExhaustedError as exc:

@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from oracle_core.testing import mark_sensitive
 from oracle_server._app import OracleApp
 from oracle_ucan import Ed25519Signer, invoke
 
@@ -67,4 +68,5 @@ def auth_headers(user: Ed25519Signer, oracle_did: str, *, ttl: int = 600) -> dic
         capability={"with": user.did(), "can": "*"},
         expiration=int(time.time()) + ttl,
     ).to_base64()
+    mark_sensitive(token)
     return {"Authorization": f"Bearer {token}", "X-Auth-Type": "ucan"}

@@ -41,6 +41,7 @@ from typing import Any, Self
 
 import httpx
 
+from oracle_core.testing import mark_sensitive
 from oracle_server.testing._server import free_port
 from oracle_server.testing._synapse_venv import (
     SERVER_NAME,
@@ -375,6 +376,7 @@ class Synapse:
                 f"{errcode} {body.get('error', response.text)!r}; {hint}",
                 errcode=errcode if isinstance(errcode, str) else None,
             )
+        mark_sensitive(str(body["access_token"]), password)
         return RegisteredUser(
             user_id=str(body["user_id"]),
             access_token=str(body["access_token"]),
