@@ -55,6 +55,16 @@ run: setup ## Run the example oracle
 bench: setup ## Run the benchmarks and print their figures
 	$(RUN) python -m benchmarks
 
+.PHONY: chaos
+chaos: setup ## The reliability suite at length: 100 kills, fuzzing, faults, cross-user
+	$(RUN) python -m reliability kill --kills 100
+	HYPOTHESIS_PROFILE=chaos $(RUN) pytest -q -p no:cacheprovider -m fuzz
+	$(RUN) pytest -q -p no:cacheprovider tests/reliability
+
+.PHONY: soak
+soak: setup ## 1,000 concurrent SSE sessions for 10 minutes: errors, memory, descriptors
+	$(RUN) python -m reliability soak --sessions 1000 --seconds 600
+
 .PHONY: docs
 docs: setup ## Check the docs against the code (hook reference, links, package pages)
 	$(RUN) pytest -q tests/test_docs.py packages/oracle-core/tests/test_hookspecs.py

@@ -31,6 +31,8 @@ Pytest fixtures (`synapse`, `own_synapse`, `new_user`, `oracle_account`, `blocks
 Plugins to serve: `ClockPlugin` (always visible), `WeatherPlugin` (on demand) and
 `Announcer` (emits one client event of every kind).
 
+- `TcpProxy`: a relay in front of PostgreSQL or Redis that a test can cut or take down.
+
 Protocol checks:
 
 - `PersistentSseParser` / `PerReadSseParser`: the SSE parsers of client SDK 1.4.0 and
@@ -81,6 +83,7 @@ from oracle_server.testing._matrix import (
 )
 from oracle_server.testing._openai_double import ChatRequest, OpenAIDouble, Step, ToolCalls
 from oracle_server.testing._plugins import Announcer, CityArgs, ClockPlugin, WeatherPlugin
+from oracle_server.testing._proxy import TcpProxy
 from oracle_server.testing._redis import (
     REDIS_URL_VARIABLE,
     RedisTestTarget,
@@ -144,6 +147,7 @@ __all__ = [
     "Step",
     "Synapse",
     "SynapseError",
+    "TcpProxy",
     "ToolCalls",
     "TurnInput",
     "UnclosedResource",

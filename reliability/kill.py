@@ -1,0 +1,219 @@
+"""Kill: SIGKILL the oracle mid-stream again and again, restart it, check what survived.
+
+Each round starts a few streamed turns, in new sessions, (every other one calls the slow tool, and the
+model streams slowly, so a kill lands in a model call, a tool call or a checkpoint
+write), kills the server at a random moment, and starts it again on the same data
+directory and Redis. Then:
+
+- every turn whose ``done`` said ``finished`` before the kill (acknowledged) must be in
+  its session's history, question and answer;
+- every run cut off by the kill must end, on rejoin from its last frame, with a terminal
+  frame (``done``);
+- at the end, every SQLite file of the oracle must pass ``PRAGMA integrity_check``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import sqlite3
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from oracle_server.testing import (
+    ChatRequest,
+    OpenAIDouble,
+    Step,
+    ToolCalls,
+    auth_headers,
+)
+from oracle_ucan import Ed25519Signer
+from reliability._process import OracleProcess
+
+__all__ = ["KillFigures", "kill_runs"]
+
+STREAMS_PER_ROUND = 3
+
+
+@dataclass
+class KillFigures:
+    """What a kill run found."""
+
+    kills: int = 0
+    acknowledged: int = 0
+    lost: list[str] = field(default_factory=list)
+    interrupted: int = 0
+    unterminated: list[str] = field(default_factory=list)
+    databases: int = 0
+    corrupt: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """No acknowledged turn lost, every run terminated, no corrupt database."""
+        return not (self.lost or self.unterminated or self.corrupt)
+
+    def report(self) -> str:
+        """The figures as text."""
+        return "\n".join(
+            [
+                f"kill: {self.kills} SIGKILLs mid-stream, each followed by a restart",
+                f"  acknowledged turns: {self.acknowledged}, lost: {len(self.lost)}",
+                f"  runs cut off: {self.interrupted}, without a terminal frame on rejoin: "
+                f"{len(self.unterminated)}",
+                f"  SQLite files checked: {self.databases}, corrupt: {len(self.corrupt)}",
+            ]
+        )
+
+
+def _reply(chat: ChatRequest) -> Step:
+    last = chat.messages[-1]
+    if last.get("role") == "tool":
+        return "The lookup found what you asked about, in some detail."
+    text = str(last.get("content", ""))
+    if text.endswith("with a lookup"):
+        return ToolCalls([("slow_lookup", {"topic": text})])
+    return f"Answer to: {text}. " + "Some more words to stream slowly. " * 3
+
+
+class _Headers:
+    """Auth headers of user ``i``, minted anew at each use."""
+
+    def __init__(self, users: list[Ed25519Signer], oracle_did: str) -> None:
+        self._users = users
+        self._oracle_did = oracle_did
+
+    def __getitem__(self, index: int) -> dict[str, str]:
+        return auth_headers(self._users[index], self._oracle_did)
+
+
+@dataclass
+class _Stream:
+    session_id: str
+    text: str
+    run_id: str = ""
+    last_seq: int = 0
+    status: str = ""
+
+
+async def _stream(client: httpx.AsyncClient, headers: dict[str, str], stream: _Stream) -> None:
+    body = {"message": stream.text, "stream": True}
+    with contextlib.suppress(httpx.HTTPError):
+        async with client.stream(
+            "POST", f"/messages/{stream.session_id}", headers=headers, json=body
+        ) as response:
+            stream.run_id = response.headers.get("x-run-id", "")
+            event = ""
+            async for line in response.aiter_lines():
+                if line.startswith("id: "):
+                    stream.last_seq = int(line.removeprefix("id: "))
+                elif line.startswith("event: "):
+                    event = line.removeprefix("event: ")
+                elif line.startswith("data: ") and event == "done":
+                    stream.status = str(json.loads(line.removeprefix("data: "))["status"])
+
+
+async def _rejoined_to_the_end(
+    client: httpx.AsyncClient, headers: dict[str, str], stream: _Stream
+) -> bool:
+    """Whether the run's rejoin from its last frame ends with ``done``."""
+    path = f"/runs/{stream.run_id}"
+    async with client.stream("GET", path, headers=headers, params={"after": stream.last_seq}) as r:
+        if r.status_code != 200:
+            return False
+        events = [line async for line in r.aiter_lines() if line.startswith("event: ")]
+    return bool(events) and events[-1] == "event: done"
+
+
+def _integrity(data: Path, figures: KillFigures) -> None:
+    for path in sorted(data.rglob("*.db")):
+        figures.databases += 1
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+                rows = conn.execute("PRAGMA integrity_check").fetchall()
+        except sqlite3.Error as exc:
+            figures.corrupt.append(f"{path.name}: {exc}")
+            continue
+        if rows != [("ok",)]:
+            figures.corrupt.append(f"{path.name}: {rows[:3]}")
+
+
+async def kill_runs(
+    kills: int, *, redis_url: str, seed: int = 0, work_dir: Path | None = None
+) -> KillFigures:
+    """Kill the oracle ``kills`` times mid-stream; see the module docstring.
+
+    Args:
+        kills: How many rounds, one SIGKILL each.
+        redis_url: The Redis of the run log, which outlives each killed server.
+        seed: Seeds the kill moments, so a failing run can be replayed.
+        work_dir: Where the oracle's files go (a temporary directory inside it).
+    """
+    figures = KillFigures()
+    chance = random.Random(seed)
+    with tempfile.TemporaryDirectory(dir=work_dir) as scratch:
+        data = Path(scratch) / "data"
+        async with OpenAIDouble(auto_reply=_reply, chunk_size=4, delay_between_chunks=0.01) as llm:
+            oracle = OracleProcess(
+                {
+                    "ORACLE_BACKEND": "local",
+                    "SQLITE_DATABASE_PATH": str(data),
+                    "REDIS_URL": redis_url,
+                    "RUN_REPLICA_TIMEOUT_SECONDS": "1",
+                    "THROTTLE_LIMIT": "10000000",
+                    "RELIABILITY_TOOL_SECONDS": "0.3",
+                    **llm.env(),
+                },
+                log=Path(scratch) / "server.log",
+            )
+            await oracle.start()
+            oracle_did = Ed25519Signer.parse(
+                (data / "oracle-dev-key.txt").read_text().strip()
+            ).did()
+            users = [Ed25519Signer.generate() for _ in range(STREAMS_PER_ROUND)]
+            # Fresh tokens for each use: a run outlives UCAN_AUTH_MAX_TTL_SECONDS.
+            headers = _Headers(users, oracle_did)
+            acknowledged: list[tuple[int, _Stream]] = []
+            timeout = httpx.Timeout(30, connect=10)
+            async with httpx.AsyncClient(base_url=oracle.base_url, timeout=timeout) as client:
+                for round_number in range(kills):
+                    # New sessions each round: a killed server's turn locks stay held in
+                    # Redis until their lease runs out (30 s), as after any crash.
+                    sessions = [
+                        (await client.post("/sessions", headers=headers[i])).json()["sessionId"]
+                        for i in range(len(users))
+                    ]
+                    streams = [
+                        _Stream(sessions[i], f"round {round_number} of user {i}"
+                                + (" with a lookup" if (round_number + i) % 2 else ""))
+                        for i in range(STREAMS_PER_ROUND)
+                    ]  # fmt: skip
+                    tasks = [
+                        asyncio.create_task(_stream(client, headers[i], s))
+                        for i, s in enumerate(streams)
+                    ]
+                    await asyncio.sleep(chance.uniform(0.05, 3.0))
+                    await oracle.kill()
+                    figures.kills += 1
+                    await asyncio.gather(*tasks)
+                    await oracle.start()
+                    for i, stream in enumerate(streams):
+                        if stream.status == "finished":
+                            acknowledged.append((i, stream))
+                        elif stream.run_id:
+                            figures.interrupted += 1
+                            if not await _rejoined_to_the_end(client, headers[i], stream):
+                                figures.unterminated.append(stream.run_id)
+                figures.acknowledged = len(acknowledged)
+                for i, stream in acknowledged:
+                    history = await client.get(f"/messages/{stream.session_id}", headers=headers[i])
+                    contents = [m.get("content") for m in history.json().get("messages", [])]
+                    if stream.text not in contents:
+                        figures.lost.append(stream.text)
+            await oracle.stop()
+            _integrity(data, figures)
+    return figures
