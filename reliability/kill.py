@@ -1,9 +1,9 @@
 """Kill: SIGKILL the oracle mid-stream again and again, restart it, check what survived.
 
-Each round starts a few streamed turns, in new sessions, (every other one calls the slow tool, and the
-model streams slowly, so a kill lands in a model call, a tool call or a checkpoint
-write), kills the server at a random moment, and starts it again on the same data
-directory and Redis. Then:
+Each round starts a few streamed turns in new sessions (every other one calls the slow
+tool, and the model streams slowly, so a kill lands in a model call, a tool call or a
+checkpoint write), kills the server at a random moment, and starts it again on the same
+data directory and Redis. Then:
 
 - every turn whose ``done`` said ``finished`` before the kill (acknowledged) must be in
   its session's history, question and answer;
