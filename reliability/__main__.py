@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     kill_cmd.add_argument("--kills", type=int, default=100)
     kill_cmd.add_argument("--seed", type=int, default=0)
     kill_cmd.add_argument(
+        "--matrix", action="store_true", help="the IXO backend on a real Synapse, backups on"
+    )
+    kill_cmd.add_argument(
         "--redis-url",
         default=os.environ.get("ORACLE_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0",
     )
@@ -33,7 +36,9 @@ def main(argv: list[str] | None = None) -> int:
         figures = asyncio.run(soak(args.sessions, args.seconds))
         print(figures.report())
         return 0 if not figures.errors and figures.flat() else 1
-    result = asyncio.run(kill_runs(args.kills, redis_url=args.redis_url, seed=args.seed))
+    result = asyncio.run(
+        kill_runs(args.kills, redis_url=args.redis_url, matrix=args.matrix, seed=args.seed)
+    )
     print(result.report())
     return 0 if result.passed else 1
 

@@ -10,6 +10,11 @@ data directory and Redis. Then:
 - every run cut off by the kill must end, on rejoin from its last frame, with a terminal
   frame (``done``);
 - at the end, every SQLite file of the oracle must pass ``PRAGMA integrity_check``.
+
+With ``matrix=True`` the oracle runs the IXO backend against a real Synapse, with
+``did:ixo`` users and each user's file backed up to Matrix after every turn
+(``MATRIX_BACKUP_DEBOUNCE_SECONDS=0``), so kills land in uploads too; each restart waits
+until the Matrix layer is loaded again.
 """
 
 from __future__ import annotations
@@ -20,17 +25,25 @@ import json
 import random
 import sqlite3
 import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from oracle_server.testing import (
+    BlocksyncDouble,
     ChatRequest,
     OpenAIDouble,
     Step,
+    Synapse,
     ToolCalls,
     auth_headers,
+    node_env,
+    provision_oracle,
+    user_headers,
+    wait_ready,
 )
 from oracle_ucan import Ed25519Signer
 from reliability._process import OracleProcess
@@ -81,14 +94,52 @@ def _reply(chat: ChatRequest) -> Step:
 
 
 class _Headers:
-    """Auth headers of user ``i``, minted anew at each use."""
+    """Auth headers of user ``i``, minted anew at each use (a run outlives a token)."""
 
-    def __init__(self, users: list[Ed25519Signer], oracle_did: str) -> None:
+    def __init__(
+        self, users: list[Ed25519Signer], mint: Callable[[Ed25519Signer], dict[str, str]]
+    ) -> None:
         self._users = users
-        self._oracle_did = oracle_did
+        self._mint = mint
 
     def __getitem__(self, index: int) -> dict[str, str]:
-        return auth_headers(self._users[index], self._oracle_did)
+        return self._mint(self._users[index])
+
+
+@dataclass
+class _Setup:
+    """The oracle's environment and its users, local or against a homeserver."""
+
+    env: dict[str, str]
+    headers: _Headers
+    ready: Callable[[str], Awaitable[Any]] | None = None
+
+
+@contextlib.asynccontextmanager
+async def _local(data: Path, llm: OpenAIDouble) -> AsyncIterator[_Setup]:
+    env = {"ORACLE_BACKEND": "local", "SQLITE_DATABASE_PATH": str(data), **llm.env()}
+    users = [Ed25519Signer.generate() for _ in range(STREAMS_PER_ROUND)]
+    # The local oracle's DID is its development key's, made on its first start.
+    key_file = data / "oracle-dev-key.txt"
+
+    def mint(user: Ed25519Signer) -> dict[str, str]:
+        oracle_did = Ed25519Signer.parse(key_file.read_text().strip()).did()
+        return auth_headers(user, oracle_did)
+
+    yield _Setup(env, _Headers(users, mint))
+
+
+@contextlib.asynccontextmanager
+async def _matrix(data: Path, llm: OpenAIDouble) -> AsyncIterator[_Setup]:
+    with Synapse(data_dir=data.parent / "synapse") as synapse:
+        account = await provision_oracle(synapse)
+        async with BlocksyncDouble() as blocksync:
+            env = node_env(
+                synapse, account, data.parent, llm=llm, blocksync=blocksync,
+                MATRIX_BACKUP_DEBOUNCE_SECONDS="0",
+            )  # fmt: skip
+            users = [blocksync.add_user(Ed25519Signer.generate()) for _ in range(STREAMS_PER_ROUND)]
+            yield _Setup(env, _Headers(users, user_headers), ready=wait_ready)
 
 
 @dataclass
@@ -143,13 +194,19 @@ def _integrity(data: Path, figures: KillFigures) -> None:
 
 
 async def kill_runs(
-    kills: int, *, redis_url: str, seed: int = 0, work_dir: Path | None = None
+    kills: int,
+    *,
+    redis_url: str,
+    matrix: bool = False,
+    seed: int = 0,
+    work_dir: Path | None = None,
 ) -> KillFigures:
     """Kill the oracle ``kills`` times mid-stream; see the module docstring.
 
     Args:
         kills: How many rounds, one SIGKILL each.
         redis_url: The Redis of the run log, which outlives each killed server.
+        matrix: Run the IXO backend against a real Synapse, backing up every turn.
         seed: Seeds the kill moments, so a failing run can be replayed.
         work_dir: Where the oracle's files go (a temporary directory inside it).
     """
@@ -157,26 +214,26 @@ async def kill_runs(
     chance = random.Random(seed)
     with tempfile.TemporaryDirectory(dir=work_dir) as scratch:
         data = Path(scratch) / "data"
-        async with OpenAIDouble(auto_reply=_reply, chunk_size=4, delay_between_chunks=0.01) as llm:
+        model = OpenAIDouble(auto_reply=_reply, chunk_size=4, delay_between_chunks=0.01)
+        async with model as llm, (_matrix if matrix else _local)(data, llm) as setup:
             oracle = OracleProcess(
                 {
-                    "ORACLE_BACKEND": "local",
-                    "SQLITE_DATABASE_PATH": str(data),
+                    **setup.env,
                     "REDIS_URL": redis_url,
                     "RUN_REPLICA_TIMEOUT_SECONDS": "1",
                     "THROTTLE_LIMIT": "10000000",
                     "RELIABILITY_TOOL_SECONDS": "0.3",
-                    **llm.env(),
                 },
                 log=Path(scratch) / "server.log",
             )
-            await oracle.start()
-            oracle_did = Ed25519Signer.parse(
-                (data / "oracle-dev-key.txt").read_text().strip()
-            ).did()
-            users = [Ed25519Signer.generate() for _ in range(STREAMS_PER_ROUND)]
-            # Fresh tokens for each use: a run outlives UCAN_AUTH_MAX_TTL_SECONDS.
-            headers = _Headers(users, oracle_did)
+
+            async def start() -> None:
+                await oracle.start()
+                if setup.ready is not None:
+                    await asyncio.wait_for(setup.ready(oracle.base_url), 60)
+
+            await start()
+            headers = setup.headers
             acknowledged: list[tuple[int, _Stream]] = []
             timeout = httpx.Timeout(30, connect=10)
             async with httpx.AsyncClient(base_url=oracle.base_url, timeout=timeout) as client:
@@ -185,7 +242,7 @@ async def kill_runs(
                     # Redis until their lease runs out (30 s), as after any crash.
                     sessions = [
                         (await client.post("/sessions", headers=headers[i])).json()["sessionId"]
-                        for i in range(len(users))
+                        for i in range(STREAMS_PER_ROUND)
                     ]
                     streams = [
                         _Stream(sessions[i], f"round {round_number} of user {i}"
@@ -200,7 +257,7 @@ async def kill_runs(
                     await oracle.kill()
                     figures.kills += 1
                     await asyncio.gather(*tasks)
-                    await oracle.start()
+                    await start()
                     for i, stream in enumerate(streams):
                         if stream.status == "finished":
                             acknowledged.append((i, stream))
@@ -215,5 +272,5 @@ async def kill_runs(
                     if stream.text not in contents:
                         figures.lost.append(stream.text)
             await oracle.stop()
-            _integrity(data, figures)
+            _integrity(Path(setup.env["SQLITE_DATABASE_PATH"]), figures)
     return figures
