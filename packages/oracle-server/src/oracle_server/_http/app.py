@@ -17,9 +17,11 @@ from oracle_core import ROUTE_RUNTIME_APP_STATE, AuthExcludedRoute
 from oracle_server._errors import HTTPError, error_response
 from oracle_server._http.docs_ui import mount_api_docs
 from oracle_server._http.errors import (
+    SERVICE_ERRORS,
     handle_http_error,
     handle_method_not_allowed,
     handle_not_found,
+    handle_service_unavailable,
     handle_storage_unavailable,
 )
 from oracle_server._http.pipeline import (
@@ -120,6 +122,7 @@ def build_http_app(
         exception_handlers={
             HTTPError: handle_http_error,
             StorageUnavailableError: handle_storage_unavailable,
+            **dict.fromkeys(SERVICE_ERRORS, handle_service_unavailable),
             404: handle_not_found,
             405: handle_method_not_allowed,
             HTTPException: _starlette_http_error,

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from oracle_core import ROUTE_USER_SCOPE_STATE, AuthExcludedRoute, UserInfo
 from oracle_server._auth.authenticator import AuthData, Authenticator
 from oracle_server._errors import HTTPError, error_response
+from oracle_server._http.errors import SERVICE_ERRORS, service_unavailable_response
 from oracle_server._http.ratelimit import RateLimiter
 
 __all__ = [
@@ -257,6 +258,11 @@ class ProtectionMiddleware:
             )
         except HTTPError as error:
             await error.response()(scope, receive, send)
+            return
+        except SERVICE_ERRORS as exc:  # the rate limits' Redis, the delegations' database
+            response = service_unavailable_response(exc)
+            assert response is not None
+            await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
 

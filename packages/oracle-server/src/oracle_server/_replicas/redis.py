@@ -33,9 +33,9 @@ from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from oracle_server._redis import redis_client
 from oracle_server._replicas.base import (
     ABORT_REPLY_TIMEOUT_SECONDS,
     AbortHandler,
@@ -101,7 +101,7 @@ class RedisReplicaBus:
         self._channel = channel
         self._reply_channel = f"{channel}:reply:{self.replica}"
         self._reply_timeout = reply_timeout
-        self._redis = Redis.from_url(url)
+        self._redis = redis_client(url)
         self._pubsub = self._redis.pubsub()
         self._settle: SettleHandler | None = None
         self._abort: AbortHandler | None = None

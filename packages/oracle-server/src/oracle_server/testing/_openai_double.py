@@ -318,9 +318,10 @@ class OpenAIDouble(LoopbackServer):
             step = self._last_step
         else:
             raise _ScriptExhaustedError(
-                f"OpenAIDouble has no step left for request #{len(self.requests)} "
-                f"(last user text: {chat.last_user_text!r}); add steps, pass auto_reply, "
-                "or use on_exhausted='repeat_last'"
+                # Not the user's text: the message reaches the oracle's log as the
+                # provider's error, and what a user wrote never goes to a log.
+                f"OpenAIDouble has no step left for request #{len(self.requests)}; "
+                "add steps, pass auto_reply, or use on_exhausted='repeat_last'"
             )
         value = step(chat) if callable(step) else step
         if isinstance(value, str):

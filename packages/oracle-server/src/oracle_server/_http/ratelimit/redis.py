@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from limits.aio.storage import RedisStorage
 from limits.aio.strategies import MovingWindowRateLimiter
-from redis.asyncio import ConnectionPool
 
 from oracle_server._http.ratelimit.base import RateDecision, decide
+from oracle_server._redis import redis_pool
 
 __all__ = ["RedisRateLimiter"]
 
@@ -40,7 +40,7 @@ class RedisRateLimiter:
     """
 
     def __init__(self, url: str, *, prefix: str = "oracle:rl") -> None:
-        self._pool = ConnectionPool.from_url(url)
+        self._pool = redis_pool(url)
         storage = RedisStorage(
             _storage_uri(url),
             implementation="redispy",

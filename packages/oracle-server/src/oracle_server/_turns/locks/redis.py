@@ -28,10 +28,10 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Literal
 
-from redis.asyncio import Redis
 from redis.asyncio.lock import Lock
 from redis.exceptions import LockError, LockNotOwnedError, RedisError
 
+from oracle_server._redis import redis_client
 from oracle_server._replicas.cancellation import honour_cancellation
 from oracle_server._turns.locks.base import TurnBusy, wait_timeout
 from oracle_server._turns.locks.memory import InMemoryTurnLocks
@@ -79,7 +79,7 @@ class RedisTurnLocks:
             )
         self._prefix = prefix
         self._lease_seconds = lease_seconds
-        self._redis = Redis.from_url(url)
+        self._redis = redis_client(url)
         self._local = InMemoryTurnLocks()
         self._renewals: set[asyncio.Task[None]] = set()
 

@@ -23,8 +23,7 @@ either, the oldest events are dropped, and a rejoin that needs a dropped event g
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
-
+from oracle_server._redis import redis_client
 from oracle_server._turns.runlog.base import (
     ACTIVE,
     REPLICA_TIMEOUT_SECONDS,
@@ -70,7 +69,5 @@ def create_run_log(
         A :class:`RedisRunLog` or a :class:`MemoryRunLog`.
     """
     if redis_url:
-        return RedisRunLog(
-            Redis.from_url(redis_url), prefix=prefix, replica_timeout=replica_timeout
-        )
+        return RedisRunLog(redis_client(redis_url), prefix=prefix, replica_timeout=replica_timeout)
     return MemoryRunLog()
