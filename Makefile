@@ -56,8 +56,9 @@ bench: setup ## Run the benchmarks and print their figures
 	$(RUN) python -m benchmarks
 
 .PHONY: chaos
-chaos: setup ## The reliability suite at length: 100 kills, fuzzing, faults, cross-user
+chaos: setup ## The reliability suite at length: 120 kills, fuzzing, faults, cross-user
 	$(RUN) python -m reliability kill --kills 100
+	$(RUN) python -m reliability kill --kills 20 --matrix
 	HYPOTHESIS_PROFILE=chaos $(RUN) pytest -q -p no:cacheprovider -m fuzz
 	$(RUN) pytest -q -p no:cacheprovider tests/reliability
 

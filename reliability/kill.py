@@ -83,6 +83,12 @@ class KillFigures:
         )
 
 
+KILL_WINDOW_SECONDS = 3.0
+"""Each kill lands at a random moment this long after the round's turns were sent."""
+
+MATRIX_KILL_WINDOW_SECONDS = 8.0
+
+
 def _reply(chat: ChatRequest) -> Step:
     last = chat.messages[-1]
     if last.get("role") == "tool":
@@ -212,6 +218,8 @@ async def kill_runs(
     """
     figures = KillFigures()
     chance = random.Random(seed)
+    # A turn on the IXO backend also finds or makes the user's room, so it takes longer.
+    window = MATRIX_KILL_WINDOW_SECONDS if matrix else KILL_WINDOW_SECONDS
     with tempfile.TemporaryDirectory(dir=work_dir) as scratch:
         data = Path(scratch) / "data"
         model = OpenAIDouble(auto_reply=_reply, chunk_size=4, delay_between_chunks=0.01)
@@ -253,7 +261,7 @@ async def kill_runs(
                         asyncio.create_task(_stream(client, headers[i], s))
                         for i, s in enumerate(streams)
                     ]
-                    await asyncio.sleep(chance.uniform(0.05, 3.0))
+                    await asyncio.sleep(chance.uniform(0.05, window))
                     await oracle.kill()
                     figures.kills += 1
                     await asyncio.gather(*tasks)
