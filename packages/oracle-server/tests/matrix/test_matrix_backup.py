@@ -5,7 +5,7 @@ no SQLite data, no Matrix store) restores it before the user's first request and
 thread goes on with the same checkpoints and ``loaded_plugins``. A homeserver killed in
 the middle of an upload costs nothing: the server keeps serving, the upload is retried,
 and the backup stays consistent. A restore that cannot reach the homeserver answers 503
-and writes no file.
+and writes no file (more in ``test_matrix_restore.py``).
 """
 
 from __future__ import annotations
@@ -180,6 +180,7 @@ async def test_homeserver_killed_mid_upload_loses_nothing(
         # next request cannot restore: 503, and no empty file takes the backup's place.
         backup = backup_of(app)
         backup.idle_seconds = 0
+        backup.restore_retry_delay = 0.1  # shorter than the homeserver's restart
         assert await backup.retire_idle() == [user.did()]
         path = app.state.checkpointers.path_for(user.did())
         assert not path.exists()
@@ -187,7 +188,8 @@ async def test_homeserver_killed_mid_upload_loses_nothing(
         refused = await http.get("/sessions")
         assert refused.status_code == 503
         assert refused.json()["message"] == "Conversation storage temporarily unavailable"
-        assert refused.headers["retry-after"] == "5"
+        assert refused.json()["code"] == "storage.restore_failed"
+        assert refused.headers["retry-after"] == "1"
         assert not path.exists()
         synapse.restart()
         assert await history(http, session) == expected

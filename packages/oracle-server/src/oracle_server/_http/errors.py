@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 import sqlalchemy.exc
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -11,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from oracle_server._errors import HTTPError, error_response
+from oracle_server._persistence import StorageUnavailableError
 
 __all__ = [
     "SERVICE_ERRORS",
@@ -37,8 +39,13 @@ STORAGE_UNAVAILABLE = "Conversation storage temporarily unavailable"
 
 
 async def handle_storage_unavailable(request: Request, exc: Exception) -> Response:
-    """A user's database is being restored from a backup that is unreachable (SRV-63)."""
-    return error_response(503, STORAGE_UNAVAILABLE, headers={"Retry-After": "5"})
+    """A user's database cannot be restored from its backup now (SRV-63): 503 with the
+    error's stable ``code`` (``storage.restore_failed``…) and when to retry."""
+    assert isinstance(exc, StorageUnavailableError)
+    retry_after = max(1, math.ceil(exc.retry_after))
+    return error_response(
+        503, STORAGE_UNAVAILABLE, headers={"Retry-After": str(retry_after)}, code=exc.code
+    )
 
 
 async def handle_not_found(request: Request, exc: Exception) -> Response:

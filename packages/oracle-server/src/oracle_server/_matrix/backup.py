@@ -11,14 +11,19 @@ of the node that wrote them, and the homeserver only ever stores ciphertext.
 
 Uploads are debounced after turns, retried with backoff when the homeserver fails, run
 for every changed file at shutdown, and idle users are uploaded and then removed from
-local disk. A restore that fails transiently raises :class:`StorageUnavailableError`
-and leaves no local file, so an empty database can never replace a good backup.
+local disk.
+
+Only a backup that is positively absent (no pointer in the room, or media the homeserver
+says is gone) lets a user start empty. Any other restore failure (the homeserver down,
+blobs that do not decrypt under this node's key, a full disk) raises
+:class:`StorageUnavailableError` ``storage.restore_failed``, writes no local file and
+leaves the pointer and the chain as they are, so an empty database can never replace a
+backup that is only unreadable for now; later requests try again, with backoff.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -45,8 +50,9 @@ UPLOAD_TYPE = "m.ixo.media_upload"
 FORMAT = "oracle-sqlite-chain/1"
 REDACT_REASON = "Replacing with updated file"
 MAX_RETRY_DELAY = 300.0
-# Errors after which the backup is unusable rather than unreachable (SRV-63).
-_PERMANENT = frozenset({"M_NOT_FOUND", "M_FORBIDDEN", "M_UNKNOWN_TOKEN", "M_TOO_LARGE"})
+RESTORE_FAILED = "storage.restore_failed"
+# The first wait before a failed restore is tried again; it doubles up to MAX_RETRY_DELAY.
+RESTORE_RETRY_DELAY = 5.0
 
 
 @dataclass
@@ -59,7 +65,30 @@ class BackupFigures:
     skipped_unchanged: int = 0
     failures: int = 0
     restores: int = 0
+    restore_failures: int = 0
     bytes_downloaded: int = 0
+
+
+class _Unreadable(Exception):
+    """A backup exists but could not be read; ``cause`` is the stable reason."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
+@dataclass
+class _RestoreFailure:
+    attempts: int
+    retry_at: float
+    cause: str
+
+    def error(self, now: float) -> StorageUnavailableError:
+        return StorageUnavailableError(
+            f"the backup could not be read ({self.cause})",
+            code=RESTORE_FAILED,
+            retry_after=max(self.retry_at - now, 1.0),
+        )
 
 
 @dataclass
@@ -85,6 +114,8 @@ class CheckpointBackup:
         debounce: Seconds of quiet after a turn before the upload starts.
         max_delay: Longest wait after the first turn of a busy spell.
         idle_seconds: Users idle this long are uploaded and removed from local disk.
+        restore_retry_delay: Seconds before a failed restore is tried again (doubling
+            with each failure, up to five minutes); requests meanwhile answer 503 at once.
         clock: Monotonic seconds.
     """
 
@@ -99,6 +130,7 @@ class CheckpointBackup:
         debounce: float = 30.0,
         max_delay: float = 300.0,
         idle_seconds: float = 3600.0,
+        restore_retry_delay: float = RESTORE_RETRY_DELAY,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
@@ -113,6 +145,8 @@ class CheckpointBackup:
         self._pending: dict[str, _Pending] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._restoring: dict[str, asyncio.Task[bool]] = {}
+        self._restore_failures: dict[str, _RestoreFailure] = {}
+        self.restore_retry_delay = restore_retry_delay
         self._janitor: asyncio.Task[None] | None = None
         self._closed = False
         self.figures = BackupFigures()
@@ -139,15 +173,23 @@ class CheckpointBackup:
     async def restore(self, user_did: str, storage_key: str, dest: Path) -> bool:
         """Restore the user's database at ``dest``; concurrent calls share one restore.
 
-        Returns ``False`` for a new user (or an unusable backup: they start empty).
+        Returns ``False`` only for a backup that is positively absent (a new user): no
+        pointer in their room, or media the homeserver says is gone.
 
         Raises:
-            StorageUnavailableError: the homeserver failed transiently; no file written.
+            StorageUnavailableError: ``storage.restore_failed``: a backup exists but could
+                not be read (the homeserver failed, the blobs do not decrypt or check out,
+                the disk is full…). No file is written and the pointer is kept; the next
+                request after a backoff tries again.
         """
+        failure = self._restore_failures.get(user_did)
+        if failure is not None and self._clock() < failure.retry_at:
+            raise failure.error(self._clock())
         task = self._restoring.get(user_did)
         if task is None:
             task = asyncio.get_running_loop().create_task(
-                self._restore(user_did, storage_key, dest), name=f"matrix-restore:{storage_key}"
+                self._restore_or_record(user_did, storage_key, dest),
+                name=f"matrix-restore:{storage_key}",
             )
             self._restoring[user_did] = task
             task.add_done_callback(lambda _t: self._restoring.pop(user_did, None))
@@ -158,7 +200,30 @@ class CheckpointBackup:
             self.index_path(dest).unlink(missing_ok=True)
         return restored
 
+    async def _restore_or_record(self, user_did: str, storage_key: str, dest: Path) -> bool:
+        try:
+            restored = await self._restore(user_did, storage_key, dest)
+        except _Unreadable as exc:
+            previous = self._restore_failures.get(user_did)
+            attempts = 1 if previous is None else previous.attempts + 1
+            delay = min(self.restore_retry_delay * 2 ** (attempts - 1), MAX_RETRY_DELAY)
+            failure = _RestoreFailure(attempts, self._clock() + delay, exc.cause)
+            self._restore_failures[user_did] = failure
+            self.figures.restore_failures += 1
+            logger.error(
+                "matrix.restore_failed: the backup of %s could not be read (%s); it is kept "
+                "untouched and the user's requests answer 503 until a retry in %.0f s succeeds",
+                storage_key,
+                exc.cause,
+                delay,
+            )
+            raise failure.error(self._clock()) from exc.__cause__
+        self._restore_failures.pop(user_did, None)
+        return restored
+
     async def _restore(self, user_did: str, storage_key: str, dest: Path) -> bool:
+        # Whatever goes wrong, nothing in the room is touched: a backup that cannot be
+        # read today (a wrong key, a full disk, a homeserver down) is the user's data.
         try:
             pointer = await self._pointer(user_did, storage_key)
             if pointer is None:
@@ -170,27 +235,24 @@ class CheckpointBackup:
                     if exc.code == "snapshot.integrity_failed" and attempt == 1:
                         logger.warning("matrix.restore_retry: %s; downloading again", exc.code)
                         continue
-                    logger.error(
-                        "matrix.restore_unusable: the backup of %s is unusable (%s); "
-                        "the user starts with an empty database",
-                        storage_key,
-                        exc.code,
-                    )
-                    await self._drop_pointer(user_did, storage_key)
-                    return False
+                    raise _Unreadable(exc.code) from exc
                 self.figures.restores += 1
                 return True
         except MatrixError as exc:
-            if exc.transient:
-                raise StorageUnavailableError(
-                    f"the backup of {storage_key} is unreachable ({exc.code})"
-                ) from exc
-            logger.error(
-                "matrix.restore_unusable: the backup of %s failed with %s; starting empty",
-                storage_key,
-                exc.code,
-            )
-            return False
+            if exc.code == "M_NOT_FOUND":
+                logger.warning(
+                    "matrix.restore_absent: the media of the backup of %s is gone; the user "
+                    "starts with an empty database",
+                    storage_key,
+                )
+                return False
+            raise _Unreadable(exc.code) from exc
+        except StorageUnavailableError as exc:  # the signing key is not loaded yet
+            raise _Unreadable(exc.code) from exc
+        except OSError as exc:
+            raise _Unreadable(f"os.{type(exc).__name__}") from exc
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _Unreadable("matrix.restore_bad_pointer") from exc
         return False
 
     async def _pointer(self, user_did: str, storage_key: str) -> dict[str, Any] | None:
@@ -201,10 +263,11 @@ class CheckpointBackup:
         if room_id is None:
             return None
         content = await self.client.state_event(room_id, STATE_TYPE, storage_key)
-        if not content or content.get("format") != FORMAT or not content.get("chain"):
-            if content:
-                logger.warning("matrix.restore_unknown_format: starting %s empty", storage_key)
-            return None
+        if not content:
+            return None  # never written, or emptied: no backup
+        if content.get("format") != FORMAT or not content.get("chain"):
+            # A pointer this node cannot read (a newer format?) is still someone's data.
+            raise _Unreadable("matrix.restore_unknown_format")
         return content
 
     async def _restore_chain(self, pointer: dict[str, Any], storage_key: str, dest: Path) -> None:
@@ -227,13 +290,6 @@ class CheckpointBackup:
         await self.files.put(
             MatrixFileEvent(storage_key, str(pointer["eventId"]), pointer, str(pointer["sha256"]))
         )
-
-    async def _drop_pointer(self, user_did: str, storage_key: str) -> None:
-        await self.files.forget(storage_key)
-        with contextlib.suppress(MatrixError):
-            room_id = await self.rooms.find(user_did)
-            if room_id is not None:
-                await self.client.put_state(room_id, STATE_TYPE, {}, storage_key)
 
     # --- upload ----------------------------------------------------------------------
 

@@ -72,10 +72,24 @@ def _like_prefix(prefix: str) -> str:
 
 
 class StorageUnavailableError(RuntimeError):
-    """The user's database cannot be opened now (its backup is unreachable); retry later.
+    """The user's database cannot be opened now (its backup cannot be read); retry later.
 
-    The server answers 503 ``Conversation storage temporarily unavailable``.
+    The server answers 503 ``Conversation storage temporarily unavailable`` with
+    ``code`` in the body and ``Retry-After``.
+
+    Args:
+        message: What failed (for the log, never the response).
+        code: Stable reason: ``storage.unavailable`` (the restorer is not ready) or
+            ``storage.restore_failed`` (the user's backup exists but could not be read).
+        retry_after: Seconds before a retry is worth it.
     """
+
+    def __init__(
+        self, message: str, *, code: str = "storage.unavailable", retry_after: float = 5.0
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.retry_after = retry_after
 
 
 class UserRestorer(Protocol):
@@ -85,8 +99,8 @@ class UserRestorer(Protocol):
         """Write the user's backed-up database at ``dest``.
 
         Returns ``False`` when there is no backup (a new user). Must never leave a
-        partial file at ``dest``; raises :class:`StorageUnavailableError` on a
-        transient failure, so that no empty database is created in its place.
+        partial file at ``dest``; raises :class:`StorageUnavailableError` when a backup
+        exists but cannot be read, so that no empty database is created in its place.
         """
         ...
 
