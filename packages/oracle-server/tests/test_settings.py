@@ -195,3 +195,21 @@ async def test_serve_freezes_boot_objects_unless_turned_off(
     finally:
         gc.unfreeze()
     assert (seen[0] > 1000) is frozen
+
+
+def test_trusted_homeservers_default_to_the_oracles_own_and_are_checked() -> None:
+    assert load_settings(LOCAL).trusted_homeservers("own.example") == {"own.example"}
+    listed = load_settings(
+        {**LOCAL, "MATRIX_TRUSTED_HOMESERVERS": " own.example, matrix.partner.org:8448 ,"}
+    )
+    assert listed.trusted_homeservers("own.example") == {"own.example", "matrix.partner.org:8448"}
+    # Exactly the list: the oracle's own server is trusted only when listed.
+    assert load_settings({**LOCAL, "MATRIX_TRUSTED_HOMESERVERS": "[::1]:8448"}).trusted_homeservers(
+        "own.example"
+    ) == {"[::1]:8448"}
+    for bad in ("https://evil.example", "@bob:evil.example", "evil example"):
+        with pytest.raises(EnvValidationError) as caught:
+            load_settings({**LOCAL, "MATRIX_TRUSTED_HOMESERVERS": bad})
+        [line] = caught.value.errors
+        assert "'MATRIX_TRUSTED_HOMESERVERS'" in line
+        assert "matrix.bad_server_name" in line

@@ -9,6 +9,7 @@ refused before the boot opens anything.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal
 
@@ -32,6 +33,8 @@ EnvBool = Annotated[bool, BeforeValidator(_strict_bool)]
 
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 DATABASE_SCHEMES = ("postgresql", "postgres", "sqlite")
+# A Matrix server name: a DNS name, IPv4 or bracketed IPv6 literal, and an optional port.
+_SERVER_NAME = re.compile(r"(?:[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
 
 
 def asset_base_url(value: str | None) -> str | None:
@@ -84,6 +87,7 @@ class ServerSettings(CoreEnv):
     skip_logging_chat_history_to_matrix: EnvBool = Field(
         False, alias="SKIP_LOGGING_CHAT_HISTORY_TO_MATRIX"
     )
+    matrix_trusted_homeservers: str | None = Field(None, alias="MATRIX_TRUSTED_HOMESERVERS")
 
     @field_validator("cors_origin")
     @classmethod
@@ -111,6 +115,20 @@ class ServerSettings(CoreEnv):
             )
         return value
 
+    @field_validator("matrix_trusted_homeservers")
+    @classmethod
+    def _trusted_homeservers(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        names = [name.strip() for name in value.split(",") if name.strip()]
+        for name in names:
+            if not _SERVER_NAME.fullmatch(name):
+                raise ValueError(
+                    f"matrix.bad_server_name: {name!r} is not a Matrix server name; list "
+                    "server names as in user ids, e.g. example.org,matrix.example.org:8448"
+                )
+        return ",".join(names) or None
+
     @field_validator("docs_asset_base_url")
     @classmethod
     def _asset_base_url(cls, value: str | None) -> str | None:
@@ -126,6 +144,16 @@ class ServerSettings(CoreEnv):
     def matrix_active(self) -> bool:
         """Whether the Matrix layer runs: ``ORACLE_BACKEND=ixo`` and ``MATRIX_ENABLED``."""
         return not self.is_local and self.matrix_enabled
+
+    def trusted_homeservers(self, own: str) -> frozenset[str]:
+        """``MATRIX_TRUSTED_HOMESERVERS`` as a set; unset, the oracle's own server only.
+
+        Args:
+            own: The server name of the oracle's account (``MATRIX_ORACLE_ADMIN_USER_ID``).
+        """
+        if self.matrix_trusted_homeservers is None:
+            return frozenset({own})
+        return frozenset(self.matrix_trusted_homeservers.split(","))
 
     def cors_origins(self) -> list[str]:
         """``CORS_ORIGIN`` as a list (``["*"]`` for any origin)."""

@@ -2,8 +2,9 @@
 
 :class:`MatrixClient` wraps one ``nio.AsyncClient``: login (access token first, then
 password), the persistent crypto store, a sync loop that reconnects with backoff and
-joins invites, and the few operations the server needs, each turning nio's error
-responses into :class:`MatrixError` with a stable ``code`` and a ``transient`` flag.
+joins the invites of users on trusted homeservers, and the few operations the server
+needs, each turning nio's error responses into :class:`MatrixError` with a stable
+``code`` and a ``transient`` flag.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import io
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -93,6 +94,8 @@ class MatrixClient:
         password: Used when the token is missing or rejected; a new device.
         request_timeout: Seconds per request.
         max_retries: Retries of a request that hit a network error.
+        trusted_homeservers: Server names whose users may speak for a DID and invite the
+            oracle (``MATRIX_TRUSTED_HOMESERVERS``); empty: the account's own server only.
     """
 
     def __init__(
@@ -105,6 +108,7 @@ class MatrixClient:
         password: str | None = None,
         request_timeout: float = 30.0,
         max_retries: int = 2,
+        trusted_homeservers: Collection[str] = (),
     ) -> None:
         self.store_path = Path(store_path)
         self.store_path.mkdir(parents=True, exist_ok=True)
@@ -119,6 +123,7 @@ class MatrixClient:
             request_timeout=request_timeout,
         )
         self._user_id = user_id
+        self.trusted_homeservers = frozenset(trusted_homeservers) or frozenset({self.server_name})
         self.nio = self._new_nio(user_id)
         self._access_token = access_token
         self._password = password
@@ -138,6 +143,16 @@ class MatrixClient:
     def server_name(self) -> str:
         """The homeserver name from the user id (``@bot:example.org`` → ``example.org``)."""
         return self.user_id.partition(":")[2]
+
+    def is_trusted(self, user_id: str) -> bool:
+        """Whether ``user_id`` is on a trusted homeserver.
+
+        A homeserver vouches for the user ids of its own server name only, and anyone can
+        run one: ``@did-ixo-victim:evil.example`` says nothing about ``did:ixo:victim``
+        unless ``evil.example`` is trusted.
+        """
+        localpart, sep, server = user_id.partition(":")
+        return bool(sep and localpart.startswith("@") and server in self.trusted_homeservers)
 
     # --- login and sync --------------------------------------------------------------
 
@@ -236,11 +251,25 @@ class MatrixClient:
         self._synced.set()
 
     async def _join_invites(self) -> None:
-        for room_id in list(self.nio.invited_rooms):
-            try:
-                await _call("join", self.nio.join(room_id))
-            except MatrixError:
-                logger.warning("matrix.join_failed: could not join an invited room", exc_info=True)
+        for room_id, room in list(self.nio.invited_rooms.items()):
+            await self._answer_invite(room_id, room.inviter)
+
+    async def _answer_invite(self, room_id: str, inviter: str | None) -> None:
+        # Users invite the oracle into their room and into group rooms (SRV-67, group
+        # chats); only an invite sent by a user of a trusted homeserver is one of those.
+        if inviter is None or not self.is_trusted(inviter):
+            logger.warning(
+                "matrix.invite_refused: declined an invite from server %r, which is not "
+                "trusted; list it in MATRIX_TRUSTED_HOMESERVERS to accept its users",
+                (inviter or "").partition(":")[2],
+            )
+            with contextlib.suppress(MatrixError):
+                await _call("leave", self.nio.room_leave(room_id))
+            return
+        try:
+            await _call("join", self.nio.join(room_id))
+        except MatrixError as exc:
+            logger.warning("matrix.join_failed: could not join an invited room (%s)", exc.code)
 
     def start_sync(self) -> None:
         """Run the sync loop in the background (reconnects with backoff)."""
@@ -273,8 +302,7 @@ class MatrixClient:
 
     async def _on_invite(self, room: nio.MatrixRoom, event: nio.InviteMemberEvent) -> None:
         if event.state_key == self.user_id and event.membership == "invite":
-            with contextlib.suppress(MatrixError):
-                await _call("join", self.nio.join(room.room_id))
+            await self._answer_invite(room.room_id, event.sender)
 
     async def _on_message(self, room: nio.MatrixRoom, event: nio.Event) -> None:
         # The handler may run a whole turn: never hold the sync loop while it does.

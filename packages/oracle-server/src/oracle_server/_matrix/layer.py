@@ -160,6 +160,9 @@ class MatrixLayer:
             store_path=Path(settings.matrix_store_path) / "nio",
             access_token=settings.matrix_oracle_admin_access_token,
             password=settings.matrix_oracle_admin_password,
+            trusted_homeservers=settings.trusted_homeservers(
+                str(settings.matrix_oracle_admin_user_id).partition(":")[2]
+            ),
         )
         self.client = client
         await client.login()

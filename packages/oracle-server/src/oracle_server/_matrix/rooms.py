@@ -1,9 +1,13 @@
 """Users' Matrix ids and rooms (SRV-67, SRV-69).
 
 An IXO user ``did:ixo:ixo1abc`` is ``@did-ixo-ixo1abc:<homeserver>`` on Matrix, and their
-room with this oracle has the alias ``#<userDid>_<entityDid>:<homeserver>`` (``:`` → ``-``
-in both DIDs). The room is resolved through its alias, and created (encrypted, the user
-invited) when it does not exist yet.
+room with this oracle has the alias ``#<userDid>_<entityDid>:<oracle's homeserver>``
+(``:`` → ``-`` in both DIDs). The room is resolved through its alias, and created
+(encrypted, the user invited) when it does not exist yet.
+
+Aliases always resolve on the oracle's own homeserver: an alias on another server is
+whatever that server says it is, and a request (or a sender) naming a homeserver must
+not be able to point the oracle at a room someone else controls.
 """
 
 from __future__ import annotations
@@ -71,13 +75,27 @@ class UserRooms:
         self._cache: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
-    def home_server(self, requested: str | None) -> str:
-        """The user's homeserver: the request's, else the oracle's own."""
-        return (requested or "").strip() or self.client.server_name
+    def user_did(self, sender: str) -> str | None:
+        """The DID a Matrix sender speaks for, or ``None``.
 
-    async def find(self, user_did: str, home_server: str | None = None) -> str | None:
+        Only users of a trusted homeserver (``MATRIX_TRUSTED_HOMESERVERS``) map to a DID:
+        anyone can run a homeserver and register ``@did-ixo-<victim>`` on it.
+        """
+        user_did = did_from_matrix_user(sender)
+        if user_did is None:
+            return None
+        if not self.client.is_trusted(sender):
+            logger.warning(
+                "matrix.sender_untrusted: ignored a message from server %r, which is not "
+                "trusted; list it in MATRIX_TRUSTED_HOMESERVERS to accept its users",
+                sender.partition(":")[2],
+            )
+            return None
+        return user_did
+
+    async def find(self, user_did: str) -> str | None:
         """The user's room id, or ``None`` when the room does not exist."""
-        alias = user_room_alias(user_did, self.entity_did, self.home_server(home_server))
+        alias = user_room_alias(user_did, self.entity_did, self.client.server_name)
         cached = self._cache.get(alias)
         if cached is not None:
             return cached
@@ -86,27 +104,30 @@ class UserRooms:
             self._cache[alias] = room_id
         return room_id
 
+    def member_server(self, requested: str | None) -> str:
+        """Where the user's account is: the request's homeserver if trusted, else ours."""
+        requested = (requested or "").strip()
+        if requested and requested in self.client.trusted_homeservers:
+            return requested
+        return self.client.server_name
+
     async def ensure(self, user_did: str, home_server: str | None = None) -> str:
         """The user's room id, creating the room (encrypted, user invited) if missing.
 
-        Rooms can only be created on the oracle's own homeserver; for a user elsewhere
-        the room must exist already (their client creates it and invites the oracle).
+        Args:
+            user_did: The user.
+            home_server: The homeserver the request names for the user's account; the
+                account there is invited when the server is trusted. The room itself
+                always lives on the oracle's homeserver.
 
         Raises:
-            MatrixError: ``M_NOT_FOUND`` for a missing room on another homeserver, or
-                any failure of the homeserver.
+            MatrixError: the homeserver failed.
         """
-        server = self.home_server(home_server)
-        alias = user_room_alias(user_did, self.entity_did, server)
+        alias = user_room_alias(user_did, self.entity_did, self.client.server_name)
         async with self._locks.setdefault(alias, asyncio.Lock()):
-            room_id = await self.find(user_did, server)
+            room_id = await self.find(user_did)
             if room_id is not None:
                 return room_id
-            if server != self.client.server_name:
-                raise MatrixError(
-                    f"the user's room {alias} does not exist on their homeserver",
-                    code="M_NOT_FOUND",
-                )
             try:
                 room_id = await self.client.create_room(
                     alias_localpart=user_room_localpart(user_did, self.entity_did),
@@ -121,7 +142,7 @@ class UserRooms:
                 if room_id is None:
                     raise
             else:
-                await self._invite(room_id, user_did, server)
+                await self._invite(room_id, user_did, self.member_server(home_server))
             self._cache[alias] = room_id
             return room_id
 

@@ -1,9 +1,10 @@
 """Matrix as a transport (SRV-69): a user's message in their room runs a turn.
 
-A text message from the room's user (``@did-ixo-…``, not the oracle, not flagged
-``INTERNAL``) runs a turn as that user's DID with client ``matrix``. The session is the
-message's thread: its root event id, or the message itself when it starts a thread. The
-reply is posted into the thread. Group rooms are the group-chat plugin's, not this.
+A text message from the room's user (``@did-ixo-…`` on a trusted homeserver, not the
+oracle, not flagged ``INTERNAL``) runs a turn as that user's DID with client ``matrix``.
+The session is the message's thread: its root event id, or the message itself when it
+starts a thread. The reply is posted into the thread. Group rooms are the group-chat
+plugin's, not this.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import nio
 from oracle_server._auth.authenticator import AuthData
 from oracle_server._matrix.chatlog import ROLE_KEY, message_content
 from oracle_server._matrix.client import MatrixClient
-from oracle_server._matrix.rooms import UserRooms, did_from_matrix_user
+from oracle_server._matrix.rooms import UserRooms
 from oracle_server._persistence import SessionRecord, Sessions
 from oracle_server._turns.runner import ActiveTurn, TurnInput
 
@@ -77,11 +78,11 @@ class MatrixTransport:
         content = dict(event.source.get("content", {}))
         if is_internal(content) or ROLE_KEY in content:
             return
-        user_did = did_from_matrix_user(event.sender)
+        user_did = self.rooms.user_did(event.sender)
         if user_did is None:
-            return
+            return  # not a user's account, or one on a homeserver that is not trusted
         home_server = event.sender.partition(":")[2]
-        if await self.rooms.find(user_did, home_server) != room.room_id:
+        if await self.rooms.find(user_did) != room.room_id:
             return  # not the user's room with this oracle: another room, or a group chat
         root = thread_root(content, event.event_id)
         await self._ensure_session(user_did, root, room.room_id)
