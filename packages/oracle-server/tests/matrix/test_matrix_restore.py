@@ -9,11 +9,13 @@ request tries again. Only a backup that is positively absent lets a user start e
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from oracle_server import OracleApp
 from oracle_server._matrix.backup import STATE_TYPE, CheckpointBackup
@@ -24,6 +26,7 @@ from oracle_server.testing import (
     Synapse,
     TcpProxy,
     eventually,
+    fresh_localpart,
     node_env,
     oracle_node,
     random_mnemonic,
@@ -174,3 +177,38 @@ async def test_a_restore_cut_off_from_the_homeserver_answers_503_then_recovers(
             assert await history(http, session) == expected
             assert backup.figures.restores == 1
     assert await pointer(synapse, oracle_account, room_id, storage_key) == stored
+
+
+async def test_a_backup_whose_media_the_homeserver_no_longer_has_starts_empty(
+    synapse: Synapse,
+    oracle_account: OracleAccount,
+    llm: OpenAIDouble,
+    blocksync: BlocksyncDouble,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    user = blocksync.add_user(Ed25519Signer.generate())
+    first = node_env(synapse, oracle_account, tmp_path / "node-1", llm=llm, blocksync=blocksync)
+    _session, _expected, storage_key, room_id = await backed_up_conversation(first, user)
+    stored = await pointer(synapse, oracle_account, room_id, storage_key)
+    admin = synapse.register(fresh_localpart("admin"), "admin-password", admin=True)
+    headers = {"Authorization": f"Bearer {admin.access_token}"}
+    async with httpx.AsyncClient(base_url=synapse.base_url, headers=headers) as http:
+        for link in stored["chain"]:
+            server, _, media_id = str(link["url"]).removeprefix("mxc://").partition("/")
+            deleted = await http.delete(f"/_synapse/admin/v1/media/{server}/{media_id}")
+            assert deleted.status_code == 200, deleted.text
+
+    # The homeserver answers 404 for the media: positively gone, so the user starts empty.
+    fresh = node_env(synapse, oracle_account, tmp_path / "node-2", llm=llm, blocksync=blocksync)
+    async with (
+        oracle_node(fresh) as (app, base_url),
+        httpx.AsyncClient(base_url=base_url, headers=user_headers(user), timeout=30) as http,
+    ):
+        with caplog.at_level(logging.WARNING, logger="oracle.server.matrix.backup"):
+            listed = await http.get("/sessions")
+        assert listed.status_code == 200, listed.text
+        assert listed.json()["sessions"] == []
+        assert "matrix.restore_absent" in caplog.text
+        assert backup_of(app).figures.restores == 0
+        assert backup_of(app).figures.restore_failures == 0
