@@ -232,7 +232,8 @@ async def test_a_client_call_runs_on_a_and_its_result_comes_back_through_b(
     assert reply.status_code == 200, reply.text
     assert reply.json()["message"]["content"] == "done"
     [request] = socket.named(call_event)
-    assert request["toolCallId"] == "call_1"
+    # The id the turn's replica issued, not the model's tool-call id.
+    assert request["toolCallId"] not in ("", "call_1")
     tools = [m for m in llm.requests[1].messages if m.get("role") == "tool"]
     assert [m["content"] for m in tools] == [tool_message]
     # Far below the 15 s client timeout: the result was forwarded, not timed out.

@@ -9,6 +9,7 @@ import pytest
 
 from oracle_core import OracleEvent
 from oracle_server._socket.calls import (
+    CallKind,
     FrontendToolError,
     Outcome,
     PendingCalls,
@@ -98,26 +99,54 @@ def test_action_answers(answer: dict[str, Any], outcome: Outcome) -> None:
     assert action_outcome(answer) == outcome
 
 
-async def test_a_call_id_waits_once_at_a_time() -> None:
+async def test_every_call_gets_an_id_of_its_own() -> None:
     pending = PendingCalls()
-    future = pending.open("t1", "s1", "browser_tool")
+    first, future = pending.open("s1", "browser_tool", "sid-1")
+    second, _ = pending.open("s2", "browser_tool", "sid-2")
 
-    with pytest.raises(FrontendToolError, match=r"^ws\.duplicate_call: "):
-        pending.open("t1", "s1", "browser_tool")
-    pending.close("t1")
-
+    assert first != second
+    pending.close(first)
     assert future.cancelled()
-    assert "t1" not in pending
-    assert len(pending) == 0
+    assert first not in pending
+    assert len(pending) == 1
 
 
-async def test_only_the_matching_session_and_kind_settle_a_call() -> None:
+async def test_only_the_matching_session_kind_and_socket_settle_a_call() -> None:
     pending = PendingCalls()
-    future = pending.open("t1", "s1", "action")
+    call, future = pending.open("s1", "action", "sid-1")
 
-    assert not pending.settle("t1", session_id="s2", kind="action", outcome=Outcome(value=1))
-    assert not pending.settle("t1", session_id="s1", kind="browser_tool", outcome=Outcome())
-    assert not pending.settle("t2", session_id="s1", kind="action", outcome=Outcome())
-    assert pending.settle("t1", session_id="s1", kind="action", outcome=Outcome(value=2))
-    assert not pending.settle("t1", session_id="s1", kind="action", outcome=Outcome(value=3))
+    def settle(call_id: str, session: str, kind: CallKind, socket: str | None, v: Any) -> bool:
+        return pending.settle(
+            call_id, session_id=session, kind=kind, socket_id=socket, outcome=Outcome(value=v)
+        )
+
+    assert not settle(call, "s2", "action", "sid-1", 1)
+    assert not settle(call, "s1", "browser_tool", "sid-1", 1)
+    assert not settle("t2", "s1", "action", "sid-1", 1)
+    assert not settle(call, "s1", "action", "sid-other", 1)
+    assert not settle(call, "s1", "action", None, 1)
+    assert settle(call, "s1", "action", "sid-1", 2)
+    assert not settle(call, "s1", "action", "sid-1", 3)
     assert await asyncio.wait_for(future, 1) == 2
+
+
+async def test_a_call_sent_to_the_room_takes_a_forwarded_answer() -> None:
+    pending = PendingCalls()
+    call, future = pending.open("s1", "browser_tool", None)
+
+    assert pending.settle(
+        call, session_id="s1", kind="browser_tool", socket_id=None, outcome=Outcome(value=5)
+    )
+    assert await asyncio.wait_for(future, 1) == 5
+
+
+async def test_a_socket_that_leaves_fails_only_its_own_calls() -> None:
+    pending = PendingCalls()
+    _, gone = pending.open("s1", "browser_tool", "sid-1")
+    _, other = pending.open("s1", "browser_tool", "sid-2")
+
+    pending.fail_socket("sid-1", "left")
+
+    with pytest.raises(FrontendToolError, match=r"^left$"):
+        await asyncio.wait_for(gone, 1)
+    assert not other.done()

@@ -21,6 +21,10 @@ from oracle_server.testing import (
     ToolCalls,
 )
 
+UNKNOWN = (
+    "Outcome unknown: the client may or may not have run it. Do not call it again unless "
+    "the user asks; tell the user instead."
+)
 PAGE_TITLE_TOOL = {
     "name": "get_page_title",
     "description": "The title of the page the user is looking at.",
@@ -40,18 +44,17 @@ async def test_browser_tool_result_returns_to_the_caller(oracle: RunningOracle) 
     _, session_id, client = await _connected(oracle)
 
     call = asyncio.create_task(
-        oracle.gateway.call_browser_tool(
-            session_id, "get_page_title", {"frame": 1}, tool_call_id="tc-1"
-        )
+        oracle.gateway.call_browser_tool(session_id, "get_page_title", {"frame": 1})
     )
     [request] = await client.wait_for("browser_tool_call")
-    await client.emit("tool_result", {"toolCallId": "tc-1", "result": {"title": "My Page"}})
+    call_id = request["toolCallId"]
+    await client.emit("tool_result", {"toolCallId": call_id, "result": {"title": "My Page"}})
 
     assert await call == {"title": "My Page"}
     assert request == {
         "sessionId": session_id,
-        "requestId": "tc-1",
-        "toolCallId": "tc-1",
+        "requestId": call_id,
+        "toolCallId": call_id,
         "toolName": "get_page_title",
         "args": {"frame": 1},
     }
@@ -84,8 +87,8 @@ async def test_browser_tool_timeout_names_the_limit_and_the_tool(
     with pytest.raises(FrontendToolError) as by_argument:
         await oracle.gateway.call_browser_tool(session_id, "scroll", {}, timeout_ms=50)
 
-    assert str(by_setting.value) == "Browser tool timeout after 150ms: get_page_title"
-    assert str(by_argument.value) == "Browser tool timeout after 50ms: scroll"
+    assert str(by_setting.value) == f"Browser tool timeout after 150ms: get_page_title. {UNKNOWN}"
+    assert str(by_argument.value) == f"Browser tool timeout after 50ms: scroll. {UNKNOWN}"
     assert len(client.records.named("browser_tool_call")) == 2
 
 
@@ -95,18 +98,16 @@ async def test_results_from_another_sessions_socket_are_dropped(oracle: RunningO
     intruder = await oracle.connect(user, other_session)
     await intruder.wait_for("connected")
 
-    call = asyncio.create_task(
-        oracle.gateway.call_browser_tool(session_id, "get_page_title", {}, tool_call_id="tc-2")
-    )
-    await client.wait_for("browser_tool_call")
-    await intruder.emit("tool_result", {"toolCallId": "tc-2", "result": "forged"})
+    call = asyncio.create_task(oracle.gateway.call_browser_tool(session_id, "get_page_title", {}))
+    [request] = await client.wait_for("browser_tool_call")
+    await intruder.emit("tool_result", {"toolCallId": request["toolCallId"], "result": "forged"})
     await intruder.emit("ping")
     await intruder.wait_for("pong")
     await asyncio.sleep(0.05)
 
     assert not call.done()
     assert intruder.records.named("browser_tool_call") == []
-    await client.emit("tool_result", {"toolCallId": "tc-2", "result": "My Page"})
+    await client.emit("tool_result", {"toolCallId": request["toolCallId"], "result": "My Page"})
     assert await call == "My Page"
 
 
@@ -118,21 +119,19 @@ async def test_unknown_settled_and_mismatched_results_are_ignored(
     await client.emit("tool_result", {"toolCallId": "nobody-waits", "result": 1})
     await client.emit("tool_result", {"result": "no id"})
     await client.emit("tool_result", "not an object")
-    first = asyncio.create_task(
-        oracle.gateway.call_browser_tool(session_id, "get_page_title", {}, tool_call_id="tc-3")
-    )
-    await client.wait_for("browser_tool_call")
+    first = asyncio.create_task(oracle.gateway.call_browser_tool(session_id, "get_page_title", {}))
+    [request] = await client.wait_for("browser_tool_call")
+    first_id = request["toolCallId"]
     # An action result never settles a browser tool call.
-    await client.emit("action_call_result", {"toolCallId": "tc-3", "result": "wrong kind"})
-    await client.emit("tool_result", {"toolCallId": "tc-3", "result": "first"})
+    await client.emit("action_call_result", {"toolCallId": first_id, "result": "wrong kind"})
+    await client.emit("tool_result", {"toolCallId": first_id, "result": "first"})
     assert await first == "first"
-    await client.emit("tool_result", {"toolCallId": "tc-3", "result": "again"})
+    await client.emit("tool_result", {"toolCallId": first_id, "result": "again"})
 
-    second = asyncio.create_task(
-        oracle.gateway.call_browser_tool(session_id, "get_page_title", {}, tool_call_id="tc-4")
-    )
-    await client.wait_for("browser_tool_call", count=2)
-    await client.emit("tool_result", {"toolCallId": "tc-4", "result": "second"})
+    second = asyncio.create_task(oracle.gateway.call_browser_tool(session_id, "get_page_title", {}))
+    second_id = (await client.wait_for("browser_tool_call", count=2))[1]["toolCallId"]
+    assert second_id != first_id
+    await client.emit("tool_result", {"toolCallId": second_id, "result": "second"})
     assert await second == "second"
     assert not client.closed.is_set()
 
@@ -141,21 +140,20 @@ async def test_action_result_returns_to_the_caller(oracle: RunningOracle) -> Non
     _, session_id, client = await _connected(oracle)
 
     call = asyncio.create_task(
-        oracle.gateway.call_action(
-            session_id, "open_panel", {"panel": "settings"}, tool_call_id="ac-1"
-        )
+        oracle.gateway.call_action(session_id, "open_panel", {"panel": "settings"})
     )
     [request] = await client.wait_for("action_call")
+    call_id = request["toolCallId"]
     await client.emit(
         "action_call_result",
-        {"sessionId": session_id, "toolCallId": "ac-1", "result": {"success": True, "n": 2}},
+        {"sessionId": session_id, "toolCallId": call_id, "result": {"success": True, "n": 2}},
     )
 
     assert await call == {"success": True, "n": 2}
     assert request == {
         "sessionId": session_id,
-        "requestId": "ac-1",
-        "toolCallId": "ac-1",
+        "requestId": call_id,
+        "toolCallId": call_id,
         "toolName": "open_panel",
         "args": {"panel": "settings"},
         "status": "isRunning",
@@ -198,7 +196,7 @@ async def test_action_timeout_names_the_limit_and_the_action(oracle: RunningOrac
     with pytest.raises(FrontendToolError) as timed_out:
         await oracle.gateway.call_action(session_id, "open_panel", {}, timeout_ms=60)
 
-    assert str(timed_out.value) == "AG-UI action timeout after 60ms: open_panel"
+    assert str(timed_out.value) == f"AG-UI action timeout after 60ms: open_panel. {UNKNOWN}"
 
 
 async def test_shutdown_fails_waiting_calls_and_closes_sockets(oracle: RunningOracle) -> None:
@@ -241,7 +239,8 @@ async def test_a_turn_calls_the_clients_browser_tool(start_oracle: StartOracle) 
     assert offered["function"]["description"].endswith(PAGE_TITLE_TOOL["description"])
     assert oracle.second_request_tool_message() == "Docs"
     [request] = client.records.named("browser_tool_call")
-    assert request["toolCallId"] == "call_1"  # the model's tool-call id
+    # The server's id for the call, not the model's tool-call id.
+    assert request["toolCallId"] != "call_1"
 
 
 async def test_a_browser_tool_timeout_becomes_the_tool_message_and_the_turn_finishes(
@@ -257,7 +256,7 @@ async def test_a_browser_tool_timeout_becomes_the_tool_message_and_the_turn_fini
 
     assert response.status_code == 200, response.text
     assert response.json()["message"]["content"] == "The page did not answer."
-    assert "Browser tool timeout after 300ms: get_page_title" in (
+    assert f"Browser tool timeout after 300ms: get_page_title. {UNKNOWN}" in (
         oracle.second_request_tool_message()
     )
     # Browser tools may change the page: a failed one is never re-run.

@@ -15,9 +15,11 @@ from typing import Any
 
 import pytest
 
+from oracle_core import SessionInfo
 from oracle_core.testing import create_test_runtime, validate_plugin
 from oracle_server._socket.frontend_tools import FrontendToolsPlugin, tool_schema
 
+TURN = SessionInfo(id="s-1", request_id="req-1")
 STATE: dict[str, Any] = {
     "browser_tools": [
         {
@@ -50,10 +52,11 @@ class RecordingCaller:
         tool_name: str,
         args: Mapping[str, Any],
         *,
-        tool_call_id: str | None = None,
+        request_id: str | None = None,
+        socket_id: str | None = None,
         timeout_ms: int | None = None,
     ) -> Any:
-        self.calls.append(("browser_tool", session_id, tool_name, dict(args), tool_call_id))
+        self.calls.append(("browser_tool", session_id, tool_name, dict(args), request_id))
         return self.answer
 
     async def call_action(
@@ -62,10 +65,11 @@ class RecordingCaller:
         tool_name: str,
         args: Mapping[str, Any],
         *,
-        tool_call_id: str | None = None,
+        request_id: str | None = None,
+        socket_id: str | None = None,
         timeout_ms: int | None = None,
     ) -> Any:
-        self.calls.append(("action", session_id, tool_name, dict(args), tool_call_id))
+        self.calls.append(("action", session_id, tool_name, dict(args), request_id))
         return self.answer
 
 
@@ -128,23 +132,25 @@ async def test_tools_with_unusable_names_are_skipped_with_a_warning(
 async def test_a_browser_tool_call_goes_to_the_sessions_client() -> None:
     caller = RecordingCaller(answer={"title": "My Page"})
     async with await create_test_runtime(
-        plugins=[FrontendToolsPlugin(caller)], state=STATE
+        plugins=[FrontendToolsPlugin(caller)], state=STATE, session=TURN
     ) as runtime:
         result = await runtime.invoke_tool("get_page_title", {"frame": 2}, tool_call_id="c9")
 
     assert json.loads(result) == {"title": "My Page"}
-    assert caller.calls == [("browser_tool", "test-thread", "get_page_title", {"frame": 2}, "c9")]
+    # The turn's request id, never the model's tool-call id: that one is only unique
+    # within one model reply.
+    assert caller.calls == [("browser_tool", "s-1", "get_page_title", {"frame": 2}, "req-1")]
 
 
 async def test_an_action_call_goes_to_the_sessions_client() -> None:
     caller = RecordingCaller(answer="opened")
     async with await create_test_runtime(
-        plugins=[FrontendToolsPlugin(caller)], state=STATE
+        plugins=[FrontendToolsPlugin(caller)], state=STATE, session=TURN
     ) as runtime:
         result = await runtime.invoke_tool("open_panel", {"panel": "help"}, tool_call_id="c3")
 
     assert result == "opened"
-    assert caller.calls == [("action", "test-thread", "open_panel", {"panel": "help"}, "c3")]
+    assert caller.calls == [("action", "s-1", "open_panel", {"panel": "help"}, "req-1")]
 
 
 @pytest.mark.parametrize(

@@ -46,10 +46,13 @@ async def test_browser_tool_round_trip_with_the_sdk_socket_client(
     assert response.status_code == 200, response.text
     assert response.json()["message"]["content"] == "done"
     [call] = await client.wait_for("browser_tool_call")
+    # The id the server issued for the call, which the SDK echoes in its `tool_result`.
+    call_id = call["data"]["toolCallId"]
+    assert call_id != "call_1"
     assert call["data"] == {
         "sessionId": session_id,
-        "requestId": "call_1",
-        "toolCallId": "call_1",
+        "requestId": call_id,
+        "toolCallId": call_id,
         "toolName": "get_page_title",
         "args": {},
     }

@@ -1,15 +1,17 @@
 """Calls that the client of a session answers: browser tools and AG-UI actions (SRV-51, 53).
 
-The gateway emits ``browser_tool_call`` or ``action_call`` to the session's room and waits
-here for the matching ``tool_result`` or ``action_call_result``. A result settles a call
-only when it comes from a socket bound to the call's session and names a call that is
-still waiting; anything else is dropped.
+The gateway sends ``browser_tool_call`` or ``action_call`` to one socket of the session and
+waits here for the matching ``tool_result`` or ``action_call_result``. Each call has an id
+issued here, which travels as ``toolCallId`` (the field the client echoes). A result
+settles a call only when it comes from the socket the call went to and names a call that
+is still waiting; anything else is dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -83,11 +85,16 @@ def action_outcome(data: Mapping[str, Any]) -> Outcome:
 class _Pending:
     session_id: str
     kind: CallKind
+    socket_id: str | None
     future: asyncio.Future[Any]
 
 
 class PendingCalls:
-    """Calls waiting for their client's answer, by ``toolCallId``."""
+    """Calls waiting for their client's answer, by the id this server issued for each.
+
+    The model's tool-call id is never the key: it is only unique within one model
+    reply, so two sessions (or two turns) whose model says ``call_0`` would meet on it.
+    """
 
     def __init__(self) -> None:
         self._pending: dict[str, _Pending] = {}
@@ -98,19 +105,21 @@ class PendingCalls:
     def __contains__(self, call_id: object) -> bool:
         return call_id in self._pending
 
-    def open(self, call_id: str, session_id: str, kind: CallKind) -> asyncio.Future[Any]:
-        """Start waiting for ``call_id``; the future resolves with the client's value.
+    def open(
+        self, session_id: str, kind: CallKind, socket_id: str | None
+    ) -> tuple[str, asyncio.Future[Any]]:
+        """Start waiting for a new call; its id and the future of the client's value.
 
-        Raises:
-            FrontendToolError: a call with the same id is already waiting.
+        Args:
+            session_id: The session the call belongs to.
+            kind: Which result event settles it.
+            socket_id: The one socket that may answer; ``None`` when the call went to
+                the session's room on other replicas, where any of its sockets may.
         """
-        if call_id in self._pending:
-            raise FrontendToolError(
-                f"ws.duplicate_call: tool call {call_id!r} is already waiting for its result"
-            )
+        call_id = uuid.uuid4().hex
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[call_id] = _Pending(session_id, kind, future)
-        return future
+        self._pending[call_id] = _Pending(session_id, kind, socket_id, future)
+        return call_id, future
 
     def close(self, call_id: str) -> None:
         """Stop waiting for ``call_id`` (settled, timed out or cancelled)."""
@@ -118,16 +127,34 @@ class PendingCalls:
         if pending is not None and not pending.future.done():
             pending.future.cancel()
 
-    def settle(self, call_id: str, *, session_id: str, kind: CallKind, outcome: Outcome) -> bool:
+    def settle(
+        self,
+        call_id: str,
+        *,
+        session_id: str,
+        kind: CallKind,
+        socket_id: str | None,
+        outcome: Outcome,
+    ) -> bool:
         """Settle a waiting call; ``False`` (and nothing happens) when the answer is dropped.
 
-        Dropped: unknown or already settled ids, another session's call, the other kind.
+        Args:
+            call_id: The id the answer echoes.
+            session_id: The session of the answering socket.
+            kind: The result event's kind.
+            socket_id: The answering socket; ``None`` for an answer forwarded by another
+                replica, which settles only calls sent to the whole room.
+            outcome: What the answer settles the call with.
+
+        Dropped: unknown or already settled ids, another session's call, the other kind,
+        and answers from any socket but the one the call went to.
         """
         pending = self._pending.get(call_id)
         if (
             pending is None
             or pending.session_id != session_id
             or pending.kind != kind
+            or (pending.socket_id is not None and pending.socket_id != socket_id)
             or pending.future.done()
         ):
             return False
@@ -136,6 +163,12 @@ class PendingCalls:
         else:
             pending.future.set_result(outcome.value)
         return True
+
+    def fail_socket(self, socket_id: str, reason: str) -> None:
+        """Fail the calls waiting for ``socket_id`` with ``reason`` (it disconnected)."""
+        for pending in self._pending.values():
+            if pending.socket_id == socket_id and not pending.future.done():
+                pending.future.set_exception(FrontendToolError(reason))
 
     def fail_all(self, reason: str) -> None:
         """Fail every waiting call with ``reason`` (shutdown)."""

@@ -5,8 +5,9 @@ server puts them in the turn state as ``browser_tools`` and ``ag_actions``. This
 plugin turns each into a request-time tool whose handler runs it in the client of the
 session over socket.io and returns the client's result to the model (SRV-51).
 
-A client that answers with an error, or not in time, fails the tool call with that text;
-the turn goes on. These tools may change what the user sees, so they are ``write`` tools
+A call runs in one client of the session (the turn's socket, else the newest). A client
+that answers with an error, none connected, or no answer in time fails the tool call with
+that text; the turn goes on. These tools may change what the user sees, so they are ``write`` tools
 and never re-run by ``tool-retry``.
 """
 
@@ -34,7 +35,8 @@ class FrontendToolCaller(Protocol):
         tool_name: str,
         args: Mapping[str, Any],
         *,
-        tool_call_id: str | None = None,
+        request_id: str | None = None,
+        socket_id: str | None = None,
         timeout_ms: int | None = None,
     ) -> Any:
         """Run a browser tool and return its result."""
@@ -46,7 +48,8 @@ class FrontendToolCaller(Protocol):
         tool_name: str,
         args: Mapping[str, Any],
         *,
-        tool_call_id: str | None = None,
+        request_id: str | None = None,
+        socket_id: str | None = None,
         timeout_ms: int | None = None,
     ) -> Any:
         """Run an AG-UI action and return its result."""
@@ -114,7 +117,8 @@ class FrontendToolsPlugin(OraclePlugin):
                 rt_ctx.session.id,
                 tool_name,
                 dict(args) if isinstance(args, Mapping) else {},
-                tool_call_id=rt_ctx.tool_call_id,
+                request_id=rt_ctx.session.request_id,
+                socket_id=rt_ctx.session.ws_id,
             )
 
         try:

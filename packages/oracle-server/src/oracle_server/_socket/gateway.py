@@ -7,12 +7,15 @@ everything else to Starlette, so socket traffic never enters the HTTP pipeline (
   checked like the HTTP headers; the session must belong to the caller. The socket then
   joins the room named after the session.
 - Server → client: plugin events (``rt_ctx.emit``) reach the session's room; the frontend
-  round trips (``call_browser_tool``, ``call_action``) wait for the client's answer.
+  round trips (``call_browser_tool``, ``call_action``) go to one socket of the session
+  (:mod:`~oracle_server._socket.rooms`) and wait for that socket's answer.
 - Delivery is fire-and-forget: nothing is buffered for sockets that join later.
 - Several replicas (``SOCKETIO_MESSAGE_QUEUE``, SRV-54): rooms span the replicas through
   python-socketio's ``AsyncRedisManager``, and a client result for a call that another
   replica waits for is forwarded on the :class:`~oracle_server._replicas.base.ReplicaBus`.
-  Without a queue nothing of this runs: rooms and results stay in this process.
+  A call whose session has no socket on the turn's replica goes to the session's room,
+  where the first answer from any of its sockets settles it. Without a queue nothing of
+  this runs: rooms and results stay in this process.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, cast
 from urllib.parse import parse_qs
@@ -49,6 +51,7 @@ from oracle_server._socket.protocol import (
     handshake_headers,
     socket_message,
 )
+from oracle_server._socket.rooms import SessionSockets
 from oracle_server._timestamps import timestamp
 
 __all__ = [
@@ -68,6 +71,11 @@ prefixed, and deployments may share a Redis)."""
 MAX_FRAME_BYTES = 1024 * 1024
 REFUSED = "unauthorized"
 SHUTTING_DOWN = "Server shutting down"
+UNKNOWN_OUTCOME = (
+    "Outcome unknown: the client may or may not have run it. Do not call it again unless "
+    "the user asks; tell the user instead."
+)
+CALL_LABELS: dict[CallKind, str] = {"browser_tool": "Browser tool", "action": "AG-UI action"}
 OUTCOMES: dict[str, Callable[[Mapping[str, Any]], Outcome]] = {
     "browser_tool": browser_tool_outcome,
     "action": action_outcome,
@@ -126,7 +134,7 @@ class SocketGateway:
             engineio_logger=False,
         )
         self._sockets: dict[str, BoundSocket] = {}
-        self._rooms: dict[str, set[str]] = {}
+        self._rooms = SessionSockets()
         self._pending = PendingCalls()
         self._idle_handlers: list[SessionIdleHandler] = []
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -204,7 +212,7 @@ class SocketGateway:
 
     def sockets_of(self, session_id: str) -> int:
         """How many sockets are in the room of ``session_id``."""
-        return len(self._rooms.get(session_id, ()))
+        return self._rooms.count(session_id)
 
     def closing_after(
         self, shutdown_trigger: Callable[[], Awaitable[Any]]
@@ -258,37 +266,38 @@ class SocketGateway:
         tool_name: str,
         args: Mapping[str, Any],
         *,
-        tool_call_id: str | None = None,
+        request_id: str | None = None,
+        socket_id: str | None = None,
         timeout_ms: int | None = None,
     ) -> Any:
-        """Run a browser tool in the client of ``session_id`` and return its ``result``.
+        """Run a browser tool in one client of ``session_id`` and return its ``result``.
 
         Emits ``browser_tool_call {sessionId, requestId, toolCallId, toolName, args}`` to
-        the session's room and waits for the ``tool_result`` with the same ``toolCallId``.
+        that client's socket and waits for its ``tool_result`` with the same
+        ``toolCallId``: an id issued here for this call (``requestId`` repeats it).
 
         Args:
             session_id: The session whose client runs the tool.
             tool_name: The browser tool.
             args: Its arguments.
-            tool_call_id: The model's tool-call id; a UUID when omitted.
+            request_id: The turn: its calls go to the socket its first call went to.
+            socket_id: The socket the turn names, if it is connected to the session.
             timeout_ms: Defaults to ``FRONTEND_TOOL_TIMEOUT_MS``.
 
         Raises:
-            FrontendToolError: the client answered with ``error`` (its text), or no
-                answer came in time (``Browser tool timeout after <ms>ms: <toolName>``).
+            FrontendToolError: the client answered with ``error`` (its text); no socket of
+                the session is connected (``ws.no_client``, at once); the socket left
+                before it answered (``ws.client_gone``); or no answer came in time
+                (``Browser tool timeout after <ms>ms: <toolName>``, and that the outcome
+                is unknown).
         """
-        call_id = tool_call_id or str(uuid.uuid4())
-        limit = timeout_ms or self.settings.frontend_tool_timeout_ms
-        payload = {
-            "sessionId": session_id,
-            "requestId": call_id,
-            "toolCallId": call_id,
-            "toolName": tool_name,
-            "args": dict(args),
-        }
-        timeout_text = f"Browser tool timeout after {limit}ms: {tool_name}"
         return await self._round_trip(
-            "browser_tool", "browser_tool_call", payload, limit, timeout_text
+            "browser_tool",
+            session_id,
+            {"toolName": tool_name, "args": dict(args)},
+            request_id=request_id,
+            socket_id=socket_id,
+            timeout_ms=timeout_ms,
         )
 
     async def call_action(
@@ -297,45 +306,66 @@ class SocketGateway:
         tool_name: str,
         args: Mapping[str, Any],
         *,
-        tool_call_id: str | None = None,
+        request_id: str | None = None,
+        socket_id: str | None = None,
         timeout_ms: int | None = None,
     ) -> Any:
-        """Run an AG-UI action in the client of ``session_id`` and return its ``result``.
+        """Run an AG-UI action in one client of ``session_id`` and return its ``result``.
 
         Emits ``action_call {sessionId, requestId, toolCallId, toolName, args, status:
-        "isRunning"}`` and waits for the matching ``action_call_result``.
+        "isRunning"}`` and waits for the matching ``action_call_result``; the socket and
+        the id are chosen as for :meth:`call_browser_tool`.
 
         Raises:
             FrontendToolError: ``error`` or ``result.success === false`` (``result.error``,
-                else the error text, else ``Action failed``), or no answer in time
-                (``AG-UI action timeout after <ms>ms: <toolName>``).
+                else the error text, else ``Action failed``); ``ws.no_client`` or
+                ``ws.client_gone``; or no answer in time (``AG-UI action timeout after
+                <ms>ms: <toolName>``, and that the outcome is unknown).
         """
-        call_id = tool_call_id or str(uuid.uuid4())
-        limit = timeout_ms or self.settings.frontend_tool_timeout_ms
-        payload = {
-            "sessionId": session_id,
-            "requestId": call_id,
-            "toolCallId": call_id,
-            "toolName": tool_name,
-            "args": dict(args),
-            "status": "isRunning",
-        }
-        timeout_text = f"AG-UI action timeout after {limit}ms: {tool_name}"
-        return await self._round_trip("action", "action_call", payload, limit, timeout_text)
+        return await self._round_trip(
+            "action",
+            session_id,
+            {"toolName": tool_name, "args": dict(args), "status": "isRunning"},
+            request_id=request_id,
+            socket_id=socket_id,
+            timeout_ms=timeout_ms,
+        )
 
     async def _round_trip(
-        self, kind: CallKind, event: str, payload: dict[str, Any], limit_ms: int, timeout_text: str
+        self,
+        kind: CallKind,
+        session_id: str,
+        fields: dict[str, Any],
+        *,
+        request_id: str | None,
+        socket_id: str | None,
+        timeout_ms: int | None,
     ) -> Any:
-        call_id = str(payload["toolCallId"])
-        session_id = str(payload["sessionId"])
+        label, tool_name = CALL_LABELS[kind], fields["toolName"]
         if self._closed:
             raise FrontendToolError(SHUTTING_DOWN)
-        future = self._pending.open(call_id, session_id, kind)
+        target = self._rooms.target(session_id, request_id=request_id, socket_id=socket_id)
+        if target is None and not self._shared_rooms:
+            noun = "browser tool" if kind == "browser_tool" else label
+            raise FrontendToolError(
+                f"ws.no_client: no client of this session is connected, so the "
+                f"{noun} {tool_name!r} did not run."
+            )
+        limit = timeout_ms or self.settings.frontend_tool_timeout_ms
+        call_id, future = self._pending.open(session_id, kind, target)
+        payload = {"sessionId": session_id, "requestId": call_id, "toolCallId": call_id, **fields}
+        event = "browser_tool_call" if kind == "browser_tool" else "action_call"
         try:
-            await self.sio.emit(event, payload, room=session_id)
-            return await asyncio.wait_for(future, limit_ms / 1000)
+            if target is None:
+                # The session's sockets may be on other replicas (SRV-54).
+                await self.sio.emit(event, payload, room=session_id)
+            else:
+                await self.sio.emit(event, payload, to=target, ignore_queue=True)
+            return await asyncio.wait_for(future, limit / 1000)
         except TimeoutError:
-            raise FrontendToolError(timeout_text) from None
+            raise FrontendToolError(
+                f"{label} timeout after {limit}ms: {tool_name}. {UNKNOWN_OUTCOME}"
+            ) from None
         finally:
             self._pending.close(call_id)
 
@@ -399,7 +429,7 @@ class SocketGateway:
         if bound is None:
             raise socketio.exceptions.ConnectionRefusedError(REFUSED)
         self._sockets[sid] = bound
-        self._rooms.setdefault(bound.session_id, set()).add(sid)
+        self._rooms.add(bound.session_id, sid)
         await self.sio.enter_room(sid, bound.session_id)
         connected = {
             "message": "Connected successfully",
@@ -414,12 +444,11 @@ class SocketGateway:
         bound = self._sockets.pop(sid, None)
         if bound is None:
             return
-        room = self._rooms.get(bound.session_id)
-        if room is not None:
-            room.discard(sid)
-            if room:
-                return
-            del self._rooms[bound.session_id]
+        self._pending.fail_socket(
+            sid, f"ws.client_gone: the client disconnected before it answered. {UNKNOWN_OUTCOME}"
+        )
+        if not self._rooms.remove(sid):
+            return
         logger.debug("session %s is idle: its last socket disconnected", bound.session_id)
         for handler in list(self._idle_handlers):
             try:
@@ -488,7 +517,7 @@ class SocketGateway:
             return
         assert isinstance(data, Mapping)
         settled = self._pending.settle(
-            call_id, session_id=bound.session_id, kind=kind, outcome=outcome(data)
+            call_id, session_id=bound.session_id, kind=kind, socket_id=sid, outcome=outcome(data)
         )
         if settled:
             return
@@ -506,7 +535,11 @@ class SocketGateway:
         if outcome is None:
             return False
         return self._pending.settle(
-            call_id, session_id=session_id, kind=cast(CallKind, kind), outcome=outcome(data)
+            call_id,
+            session_id=session_id,
+            kind=cast(CallKind, kind),
+            socket_id=None,
+            outcome=outcome(data),
         )
 
 
