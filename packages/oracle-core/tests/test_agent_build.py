@@ -503,6 +503,57 @@ async def test_request_time_name_collisions_are_dropped(caplog: pytest.LogCaptur
     )
 
 
+async def test_an_overridable_tool_gives_way_to_any_other_of_its_name(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # "aaa-client" comes first in plugin order, so it would claim the name first.
+    class ClientTools(OraclePlugin):
+        name = "aaa-client"
+        version = "1"
+        manifest = make_manifest("Client")
+
+        def get_request_tools(self, rt_ctx: RuntimeContext[Any]) -> list[PluginTool]:
+            def client_copy(args: NoArgs, rt_ctx: RuntimeContext[Any]) -> str:
+                return "the client's copy ran"
+
+            return [
+                PluginTool(
+                    name=name,
+                    description="Client's.",
+                    args_schema=NoArgs,
+                    handler=client_copy,
+                    overridable=True,
+                )
+                for name in ("shared_name", "zeta_boot", "client_only")
+            ]
+
+    class ServerTools(OraclePlugin):
+        name = "zzz-server"
+        version = "1"
+        manifest = make_manifest("Server")
+
+        def get_request_tools(self, rt_ctx: RuntimeContext[Any]) -> list[PluginTool]:
+            return [tool("shared_name", "Server's.")]
+
+    model = ScriptedChatModel([call_tool("shared_name", {}), "done"])
+    RUNS.clear()
+    async with await create_test_runtime(
+        plugins=[ClientTools(), ServerTools(), OrderPlugin("zeta")], model=model
+    ) as runtime:
+        with caplog.at_level(logging.WARNING):
+            result = await runtime.run_turn("use it")
+
+    assert [m.content for m in result.tool_messages("shared_name")] == ["shared_name ran"]
+    assert RUNS["shared_name"] == 1
+    bound_tools = model.calls[0].tool_names
+    assert bound_tools.count("shared_name") == 1
+    assert "client_only" in bound_tools
+    warnings = [e.payload for e in result.events if e.name == "warning"]
+    assert sorted(w["toolName"] for w in warnings) == ["shared_name", "zeta_boot"]
+    assert {w["code"] for w in warnings} == {"tools.client_tool_shadowed"}
+    assert "tools.client_tool_shadowed: tool 'shared_name' of plugin 'aaa-client'" in caplog.text
+
+
 # --- tool failures (CORE-79, 84) ------------------------------------------------------
 
 

@@ -39,6 +39,7 @@ from oracle_core._prompt import (
 )
 from oracle_core._state import TURN_STATE_KEYS, MainAgentState, ReadonlyState, apply_updates
 from oracle_core._subagents import SubAgentToolAdapter, resolve_sub_agent
+from oracle_core._tool_names import ToolNames
 from oracle_core._tools import PluginSubAgent, PluginTool, ToolInfo
 
 if TYPE_CHECKING:
@@ -384,12 +385,21 @@ class AgentBuilder:
         turn; its binding is computed once and reused.
         """
         rt = self.rt
-        owners: dict[str, str] = {}
         # Boot-time names are claimed first: a request-time tool never displaces one,
         # whatever the plugin order (CORE-41: boot-time before request-time).
-        for entry in rt.booted:
-            owners.update(dict.fromkeys((t.name for t in entry.tools), entry.name))
-            owners.update(dict.fromkeys((s.tool_name for s in entry.sub_agents), entry.name))
+        names = ToolNames(
+            (
+                (name, entry.name)
+                for entry in rt.booted
+                for name in (
+                    *(t.name for t in entry.tools),
+                    *(s.tool_name for s in entry.sub_agents),
+                )
+            ),
+            contributions,
+            rt.logger,
+            ctx.emit,
+        )
         bound: list[Any] = list(rt.meta_adapters)
         static_ids = {id(a) for a in rt.meta_adapters}
         infos = {a.name: ToolInfo(name=a.name, owner=None, visibility="always") for a in bound}
@@ -398,7 +408,7 @@ class AgentBuilder:
             degraded.extend((entry.name, failure) for failure in entry.boot_failures)
             binding = rt.static_bindings.get(entry.name)
             if binding is None:
-                binding = self._bind_dynamic(entry, ctx, contributions, degraded, saver, owners)
+                binding = self._bind_dynamic(entry, ctx, contributions, degraded, saver, names)
                 if self._is_static(entry):
                     rt.static_bindings[entry.name] = binding
             bound.extend(binding.adapters)
@@ -421,7 +431,7 @@ class AgentBuilder:
         contributions: Mapping[str, Mapping[str, Any]],
         degraded: list[tuple[str, str]],
         saver: Any,
-        owners: dict[str, str],
+        names: ToolNames,
     ) -> PluginBinding:
         rt = self.rt
         logger = rt.logger
@@ -429,10 +439,10 @@ class AgentBuilder:
         plugin_tools: list[PluginTool] = list(entry.tools)
         subs: list[PluginSubAgent] = list(entry.sub_agents)
         for tool in _contribution(got, "get_request_tools", entry.name, degraded, logger):
-            if self._claim(owners, tool.name, entry.name, logger):
+            if names.claim_tool(tool, entry.name):
                 plugin_tools.append(tool)
         for sub in _contribution(got, "get_request_sub_agents", entry.name, degraded, logger):
-            if self._claim(owners, sub.tool_name, entry.name, logger):
+            if names.claim(sub.tool_name, entry.name):
                 subs.append(sub)
         adapters: list[SubAgentToolAdapter] = []
         if subs:
@@ -494,22 +504,6 @@ class AgentBuilder:
             has_on_demand_tools=on_demand,
         )
         return binding
-
-    @staticmethod
-    def _claim(owners: dict[str, str], name: str, plugin: str, logger: logging.Logger) -> bool:
-        """CORE-41: a request-time name already assembled is dropped, the build goes on."""
-        other = owners.get(name)
-        if other is None and name not in ("list_capabilities", "load_capability"):
-            owners[name] = plugin
-            return True
-        logger.error(
-            "boot.registry.tool_collision: request-time tool '%s' of plugin '%s' collides "
-            "with '%s'; dropped for this build",
-            name,
-            plugin,
-            other or "oracle-core (meta-tool)",
-        )
-        return False
 
     async def _prompt(
         self,

@@ -171,6 +171,10 @@ class Emitter:
         """Tell the client its cached messages are stale."""
         self.emit("message_cache_invalidation", payload)
 
+    def warning(self, payload: Mapping[str, Any]) -> None:
+        """Something of the client's request was not used: ``{code, message, …}``."""
+        self.emit("warning", payload)
+
 
 Accessor = Callable[[ReadonlyState, "RuntimeContext[Any]"], Any]
 """A shared-state producer: ``(state, rt_ctx) -> value``, evaluated on every read."""

@@ -57,6 +57,7 @@ EVENT_NAMES: tuple[str, ...] = (
     "browser_tool_call",
     "router",
     "message_cache_invalidation",
+    "warning",
 )
 
 

@@ -63,6 +63,10 @@ class PluginTool(BaseModel):
         visibility: ``None`` inherits the plugin manifest's.
         effect: ``"read"``, ``"write"`` or ``"destructive"`` (see ``Effect``);
             ``write`` and ``destructive`` tools are never re-run by ``tool-retry``.
+        overridable: The tool gives way to any other tool of the build with its name,
+            whatever the plugin order: it is dropped, with a ``warning`` event
+            (``tools.client_tool_shadowed``) to the client. For tools that a client
+            supplies, which must never replace one of the oracle's.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
@@ -73,6 +77,7 @@ class PluginTool(BaseModel):
     handler: ToolHandler
     visibility: Visibility | None = None
     effect: Effect | None = None
+    overridable: bool = False
 
     @field_validator("name")
     @classmethod

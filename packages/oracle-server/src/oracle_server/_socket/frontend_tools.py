@@ -8,7 +8,8 @@ session over socket.io and returns the client's result to the model (SRV-51).
 A call runs in one client of the session (the turn's socket, else the newest). A client
 that answers with an error, none connected, or no answer in time fails the tool call with
 that text; the turn goes on. These tools may change what the user sees, so they are ``write`` tools
-and never re-run by ``tool-retry``.
+and never re-run by ``tool-retry``. They are ``overridable``: one named like a server tool
+is dropped for the turn with a ``warning`` event, and the server tool is used.
 """
 
 from __future__ import annotations
@@ -128,6 +129,9 @@ class FrontendToolsPlugin(OraclePlugin):
                 args_schema=tool_schema(spec.get("schema")),
                 handler=run,
                 effect="write",
+                # A client's tool never replaces one of the oracle's (a memory tool,
+                # `set_user_preferences`): the oracle's is used, the client is warned.
+                overridable=True,
             )
         except ValidationError as exc:
             kind = "AG-UI action" if action else "browser tool"

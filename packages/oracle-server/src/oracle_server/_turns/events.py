@@ -31,6 +31,7 @@ EVENT_NAMES = {
     "browser_tool_call": "browser_tool_call",
     "router": "router.update",
     "message_cache_invalidation": "message_cache_invalidation",
+    "warning": "warning",
 }
 
 
