@@ -78,6 +78,8 @@ class ThreadServedOracle:
                     "ORACLE_BACKEND": "local",
                     "SQLITE_DATABASE_PATH": str(data),
                     "THROTTLE_LIMIT": "100000000",
+                    # Every example is a new handshake from 127.0.0.1.
+                    "SOCKET_HANDSHAKE_LIMIT": "100000000",
                 },
                 discover_entry_points=False,
                 skip_graceful_shutdown=True,

@@ -27,6 +27,8 @@ def base_env(tmp_path: Path, llm: OpenAIDouble) -> dict[str, str]:
         "ORACLE_BACKEND": "local",
         "SQLITE_DATABASE_PATH": str(tmp_path / "data"),
         "THROTTLE_LIMIT": "1000",
+        # With REDIS_URL the count is shared by every test on that Redis within a minute.
+        "SOCKET_HANDSHAKE_LIMIT": "1000",
         **llm.env(),
     }
 

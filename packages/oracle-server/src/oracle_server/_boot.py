@@ -185,7 +185,7 @@ async def create_oracle_app(
         persistence = await open_storage(stack, settings, oracle_did=oracle_did)
         authenticator = build_authenticator(settings, persistence.storage, oracle_did)
         gateway, events = build_socket_layer(
-            stack, settings, persistence.sessions, authenticator, replicas.bus
+            stack, settings, persistence.sessions, authenticator, replicas.bus, replicas.limiter
         )
         matrix = (
             build_matrix_layer(stack, settings, persistence, key)
@@ -314,10 +314,13 @@ def build_socket_layer(
     sessions: Sessions,
     authenticator: Authenticator,
     bus: ReplicaBus,
+    limiter: RateLimiter,
 ) -> tuple[SocketGateway, ServerEventSink]:
     """The socket.io gateway (SRV-47 … 54) and the sink that sends plugin events to the
-    turn's stream and the session's sockets."""
-    gateway = SocketGateway(settings, sessions, authenticator=authenticator, bus=bus)
+    turn's stream and the session's sockets; handshakes count on the rate limiter."""
+    gateway = SocketGateway(
+        settings, sessions, authenticator=authenticator, bus=bus, limiter=limiter
+    )
     stack.push_async_callback(_closing("the socket.io gateway", gateway.aclose))
     # Closed after the turns drained, so their last events still reach other replicas.
     stack.push_async_callback(_closing("the socket.io queue", gateway.close_queue))

@@ -68,6 +68,8 @@ class ServerSettings(CoreEnv):
     throttle_limit: int = Field(10, alias="THROTTLE_LIMIT", ge=1)
     throttle_ttl_seconds: int = Field(60, alias="THROTTLE_TTL_SECONDS", ge=1)
     frontend_tool_timeout_ms: int = Field(15000, alias="FRONTEND_TOOL_TIMEOUT_MS", ge=1)
+    socket_handshake_limit: int = Field(30, alias="SOCKET_HANDSHAKE_LIMIT", ge=1)
+    socket_handshake_window_seconds: int = Field(60, alias="SOCKET_HANDSHAKE_WINDOW_SECONDS", ge=1)
     shutdown_drain_seconds: int = Field(25, alias="SHUTDOWN_DRAIN_SECONDS", ge=0)
     gc_freeze_at_start: EnvBool = Field(True, alias="GC_FREEZE_AT_START")
     session_concurrency: Literal["enqueue", "reject"] = Field(

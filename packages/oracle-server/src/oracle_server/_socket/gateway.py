@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from oracle_core import OracleEvent
 from oracle_server._auth.authenticator import Authenticator
 from oracle_server._errors import HTTPError
+from oracle_server._http.ratelimit import RateLimiter
 from oracle_server._persistence import Sessions
 from oracle_server._replicas.base import ReplicaBus
 from oracle_server._settings import ServerSettings
@@ -52,6 +53,7 @@ from oracle_server._socket.protocol import (
     socket_message,
 )
 from oracle_server._socket.rooms import SessionSockets
+from oracle_server._socket.throttle import HandshakeThrottle
 from oracle_server._timestamps import timestamp
 
 __all__ = [
@@ -94,13 +96,16 @@ class SocketGateway:
     """The socket.io server of the oracle.
 
     Args:
-        settings: ``CORS_ORIGIN`` and ``FRONTEND_TOOL_TIMEOUT_MS``.
+        settings: ``CORS_ORIGIN``, ``FRONTEND_TOOL_TIMEOUT_MS`` and the handshake limit
+            (``SOCKET_HANDSHAKE_LIMIT`` per ``SOCKET_HANDSHAKE_WINDOW_SECONDS``).
         sessions: Where handshakes check that the session belongs to the caller.
         authenticator: Validates the handshake's UCANs; until one is attached every
             handshake is refused.
         bus: The replicas' control bus (with ``SOCKETIO_MESSAGE_QUEUE``): client results
             for calls this replica does not wait for are forwarded on it, and results
             forwarded by other replicas settle the calls waiting here.
+        limiter: Counts each IP's handshakes, before any is authenticated; without
+            one handshakes are not throttled.
 
     Attributes:
         sio: The python-socketio ``AsyncServer``.
@@ -113,6 +118,7 @@ class SocketGateway:
         *,
         authenticator: Authenticator | None = None,
         bus: ReplicaBus | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         origins = settings.cors_origins()
         any_origin = origins == ["*"]
@@ -120,6 +126,7 @@ class SocketGateway:
         self.sessions = sessions
         self.authenticator = authenticator
         self.bus = bus
+        self._throttle = None if limiter is None else HandshakeThrottle(limiter, settings)
         queue = settings.socketio_message_queue
         self._shared_rooms = bool(queue)
         self.sio: Any = socketio.AsyncServer(
@@ -425,6 +432,8 @@ class SocketGateway:
 
     async def _on_connect(self, sid: str, environ: Mapping[str, Any], auth: Any = None) -> None:
         self._loop = asyncio.get_running_loop()
+        if self._throttle is not None:
+            await self._throttle.check(environ)
         bound = await self._admit(environ, auth)
         if bound is None:
             raise socketio.exceptions.ConnectionRefusedError(REFUSED)

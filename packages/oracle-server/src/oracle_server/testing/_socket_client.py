@@ -114,6 +114,7 @@ class SocketClient:
         auth: Mapping[str, Any] | None,
         *,
         origin: str | None = None,
+        local_address: str | None = None,
     ) -> SocketClient:
         """Open the websocket and send the Socket.IO CONNECT with ``auth``.
 
@@ -122,14 +123,19 @@ class SocketClient:
             query: Query parameters next to ``EIO`` and ``transport``.
             auth: The CONNECT packet's data; None sends none.
             origin: The ``Origin`` header, if any.
+            local_address: The address to connect from (e.g. ``127.0.0.2``, another
+                client IP on loopback); the system's choice when None.
 
         Raises:
             HandshakeRefusedError: with the CONNECT_ERROR data (the websocket is closed).
         """
         params = urlencode({"EIO": "4", "transport": "websocket", **query})
+        # Passed on to the event loop's create_connection.
+        source: dict[str, Any] = {} if local_address is None else {"local_addr": (local_address, 0)}
         ws = await connect(
             f"{base_url.replace('http', 'ws', 1)}/socket.io/?{params}",
             origin=None if origin is None else Origin(origin),
+            **source,
         )
         try:
             first = _text(await asyncio.wait_for(ws.recv(), EVENT_WAIT))

@@ -195,12 +195,18 @@ class RunningOracle:
         *,
         auth: Mapping[str, Any] | None = None,
         origin: str | None = None,
+        local_address: str | None = None,
     ) -> SocketClient:
-        """A raw Socket.IO connection; ``auth`` defaults to ``user``'s invocation."""
+        """A raw Socket.IO connection; ``auth`` defaults to ``user``'s invocation.
+
+        ``local_address`` is the loopback address to connect from (another client IP).
+        """
         if auth is None and user is not None:
             auth = {"invocation": user.invocation()}
         query = {"sessionId": session_id} if session_id is not None else {}
-        client = await SocketClient.connect(self.base_url, query, auth, origin=origin)
+        client = await SocketClient.connect(
+            self.base_url, query, auth, origin=origin, local_address=local_address
+        )
         self.sockets.append(client)
         return client
 
@@ -210,10 +216,11 @@ class RunningOracle:
         session_id: str | None,
         *,
         auth: Mapping[str, Any] | None = None,
+        local_address: str | None = None,
     ) -> Any:
         """The CONNECT_ERROR data of a handshake that the test expects to be refused."""
         try:
-            client = await self.connect(user, session_id, auth=auth)
+            client = await self.connect(user, session_id, auth=auth, local_address=local_address)
         except HandshakeRefusedError as exc:
             return exc.data
         raise AssertionError(f"the handshake was accepted (socket {client.sid})")
