@@ -2,14 +2,19 @@
 
 A real oracle on loopback, real Socket.IO handshakes; a second client IP is another
 loopback address (``127.0.0.2``). The limiter is the server's own: in memory, and in
-Redis with ``REDIS_URL`` (``ORACLE_TEST_REDIS_URL``).
+Redis with ``REDIS_URL`` (``ORACLE_TEST_REDIS_URL``). Engine.IO connections that never
+send a handshake are counted too, against twice the limit.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import random
 
 import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import InvalidStatus
 
 from oracle_server.testing import RunningOracle, StartOracle, redis_url_or_skip
 
@@ -54,3 +59,43 @@ async def test_the_handshake_after_the_limit_is_refused_and_another_ip_still_con
     # The sockets admitted before the limit stay connected.
     assert not first.closed.is_set()
     assert oracle.gateway.sockets_of(session_id) == 2
+
+
+async def _engine_io_open(oracle: RunningOracle, local_address: str) -> ClientConnection:
+    """A websocket to ``/socket.io/`` past the Engine.IO OPEN packet, with no handshake."""
+    ws = await connect(
+        f"{oracle.base_url.replace('http', 'ws', 1)}/socket.io/?EIO=4&transport=websocket",
+        local_addr=(local_address, 0),
+    )
+    first = await asyncio.wait_for(ws.recv(), 10)
+    assert str(first).startswith("0"), first
+    return ws
+
+
+async def test_connections_that_never_shake_hands_are_cut_off_at_twice_the_limit(
+    start_oracle: StartOracle,
+) -> None:
+    oracle = await start_oracle(env=_env("memory"))
+    opened: list[ClientConnection] = []
+    try:
+        for _ in range(2 * LIMIT):
+            opened.append(await _engine_io_open(oracle, "127.0.0.1"))
+        with pytest.raises(InvalidStatus) as refused:
+            opened.append(await _engine_io_open(oracle, "127.0.0.1"))
+        opened.append(await _engine_io_open(oracle, "127.0.0.2"))
+        polling = await oracle.http.get("/socket.io/", params={"EIO": "4", "transport": "polling"})
+    finally:
+        for ws in opened:
+            await ws.close()
+
+    response = refused.value.response
+    assert response.status_code == 429
+    assert int(response.headers["Retry-After"]) >= 1
+    assert json.loads(response.body or b"{}") == {
+        "statusCode": 429,
+        "message": "Too Many Requests",
+        "error": "Too Many Requests",
+        "code": "ws.throttled",
+    }
+    assert polling.status_code == 429
+    assert polling.json()["code"] == "ws.throttled"

@@ -53,7 +53,7 @@ from oracle_server._socket.protocol import (
     socket_message,
 )
 from oracle_server._socket.rooms import SessionSockets
-from oracle_server._socket.throttle import HandshakeThrottle
+from oracle_server._socket.throttle import HandshakeThrottle, UpgradeThrottle
 from oracle_server._timestamps import timestamp
 
 __all__ = [
@@ -170,8 +170,13 @@ class SocketGateway:
         The gateway's own shutdown (pending calls failed, sockets closed) runs when the
         ASGI lifespan shuts down, before ``other`` hears of it.
         """
-        app = socketio.ASGIApp(self.sio, other_asgi_app=other, socketio_path=SOCKETIO_PATH)
-        return _ShutdownFirst(cast(ASGIApp, app), self.aclose)
+        app: ASGIApp = cast(
+            ASGIApp,
+            socketio.ASGIApp(self.sio, other_asgi_app=other, socketio_path=SOCKETIO_PATH),
+        )
+        if self._throttle is not None:
+            app = UpgradeThrottle(app, self._throttle)
+        return _ShutdownFirst(app, self.aclose)
 
     def start_queue(self) -> None:
         """Start listening to the rooms' message queue now (no-op without a queue).
