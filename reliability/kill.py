@@ -86,7 +86,7 @@ class KillFigures:
 KILL_WINDOW_SECONDS = 3.0
 """Each kill lands at a random moment this long after the round's turns were sent."""
 
-MATRIX_KILL_WINDOW_SECONDS = 8.0
+MATRIX_KILL_WINDOW_SECONDS = 15.0
 
 
 def _reply(chat: ChatRequest) -> Step:
