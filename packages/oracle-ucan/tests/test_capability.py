@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
-from oracle_ucan import CapabilityDef, ability_covers, default_caveats, resource_covers
+from oracle_ucan import (
+    CapabilityDef,
+    ability_covers,
+    default_caveats,
+    resource_covers,
+    resource_names_did,
+)
 
 # --- abilities ---------------------------------------------------------------------------
 
@@ -110,6 +116,43 @@ def test_resource_table(granted: str, claimed: str, covered: bool) -> None:
 
 
 # --- caveats -----------------------------------------------------------------------------
+
+
+OWNER = "did:web:victim.co"
+
+
+@pytest.mark.parametrize(
+    ("resource", "named"),
+    [
+        (OWNER, True),
+        (f"{OWNER}/notes", True),
+        (f"ixo:{OWNER}", True),
+        (f"ixo:memory/{OWNER}", True),
+        (f"ixo:memory/{OWNER}/notes/today", True),
+        (f"ixo:memory/a/{OWNER}", True),
+        (f"ixo:memory/{OWNER}/x?owner=1", True),
+        # A later occurrence may be the whole segment even when an earlier one is not.
+        (f"ixo:memory/x{OWNER}/{OWNER}", True),
+        (f"ixo:memory/{OWNER}:users:alice", False),
+        (f"ixo:memory/{OWNER}?owner=1", False),
+        (f"ixo:memory/{OWNER}#notes", False),
+        ("ixo:memory/xdid:web:victim.co", False),
+        (f"ixo:memory/{OWNER}.evil.example", False),
+        (f"ixo:memory/{OWNER}%2F", False),
+        (f"ixo:memory?owner=/{OWNER}", False),
+        (f"ixo:memory#/{OWNER}", False),
+        (f"ixo:oracle:{OWNER}:mcp/files", False),
+        (f"ixo:memory:{OWNER}", False),
+        ("ixo:memory", False),
+        ("", False),
+    ],
+)
+def test_resource_names_did_as_a_whole_segment(resource: str, named: bool) -> None:
+    assert resource_names_did(resource, OWNER) is named
+
+
+def test_an_empty_did_names_nothing() -> None:
+    assert resource_names_did("ixo:memory/", "") is False
 
 
 def test_default_caveats_pass_without_caveats() -> None:

@@ -459,14 +459,14 @@ async def test_issuer_that_is_no_root_is_unauthorized(who: Principals) -> None:
 
 async def test_issuer_whose_did_is_in_the_resource_is_a_root(who: Principals) -> None:
     tool = CapabilityDef("mcp/call", protocol="ixo:")
-    resource = f"ixo:oracle:{who.root.did()}:mcp/files/read"
+    resource = f"ixo:oracle/{who.root.did()}/mcp/files/read"
     direct = invoke(
         who.root,
         audience=SERVICE,
         capability={"with": resource, "can": "mcp/call"},
         expiration=NOW + 60,
     )
-    to_alice = _grant(who.root, who.alice.did(), {"with": "ixo:oracle:*", "can": "mcp/call"})
+    to_alice = _grant(who.root, who.alice.did(), {"with": "ixo:oracle/*", "can": "mcp/call"})
     delegated = invoke(
         who.alice,
         audience=SERVICE,
@@ -480,7 +480,7 @@ async def test_issuer_whose_did_is_in_the_resource_is_a_root(who: Principals) ->
 
     assert direct_result.ok is True
     assert direct_result.proof_chain == (who.root.did(),)
-    # The grant's own resource, "ixo:oracle:*", does not contain the root's DID.
+    # The grant's own resource, "ixo:oracle/*", does not contain the root's DID.
     _refused(delegated_result, "UNAUTHORIZED")
     to_alice_exact = _grant(who.root, who.alice.did(), {"with": resource, "can": "mcp/call"})
     exact = invoke(
@@ -493,6 +493,75 @@ async def test_issuer_whose_did_is_in_the_resource_is_a_root(who: Principals) ->
     exact_result = await _check(exact, root_issuers=[], capability=tool, resource=resource)
     assert exact_result.ok is True
     assert exact_result.proof_chain == (who.root.did(), who.alice.did())
+
+
+VICTIM = "did:web:victim.co"
+
+
+def _victim_verifier(victim: Ed25519Signer) -> ChainVerifier:
+    local = LocalResolver()
+    local.register(VICTIM, victim.did().removeprefix("did:key:"))
+    return ChainVerifier(CompositeResolver([local]))
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        f"ixo:memory/{VICTIM}",
+        f"ixo:memory/{VICTIM}/notes",
+        f"ixo:{VICTIM}",
+        VICTIM,
+        f"{VICTIM}/notes",
+    ],
+)
+async def test_the_did_as_a_whole_segment_self_issues(resource: str) -> None:
+    victim = Ed25519Signer.generate()
+    token = invoke(
+        victim.with_did(VICTIM),
+        audience=SERVICE,
+        capability={"with": resource, "can": "mcp/call"},
+        expiration=NOW + 60,
+    )
+    tool = CapabilityDef("mcp/call", protocol="")
+    verifier = _victim_verifier(victim)
+    result = await _check(
+        token, root_issuers=[], capability=tool, resource=resource, verifier=verifier
+    )
+    assert result.ok is True
+    assert result.proof_chain == (VICTIM,)
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        # Another DID: did:web's ":" is a path separator, so this is victim.co/users/alice.
+        f"ixo:memory/{VICTIM}:users:alice",
+        f"ixo:memory/{VICTIM}?owner=1",
+        f"ixo:memory/{VICTIM}#notes",
+        f"ixo:memory/x{VICTIM}",
+        f"ixo:memory/{VICTIM}.evil.example",
+        f"ixo:memory?owner=/{VICTIM}",
+        f"ixo:memory#/{VICTIM}",
+        f"ixo:oracle:{VICTIM}:mcp/files/read",
+    ],
+)
+async def test_a_did_that_is_not_a_whole_segment_does_not_self_issue(resource: str) -> None:
+    # The issuer is the DID's rightful owner here: even so, none of these resources is its.
+    owner = Ed25519Signer.generate()
+    token = invoke(
+        owner.with_did(VICTIM),
+        audience=SERVICE,
+        capability={"with": resource, "can": "mcp/call"},
+        expiration=NOW + 60,
+    )
+    tool = CapabilityDef("mcp/call", protocol="")
+    verifier = _victim_verifier(owner)
+    result = await _check(
+        token, root_issuers=[], capability=tool, resource=resource, verifier=verifier
+    )
+    assert _refused(result, "UNAUTHORIZED") == (
+        f"mcp/call on {resource} is not authorized: no proof grants it"
+    )
 
 
 # --- CapabilityDef: protocol, nb_model, default caveats ------------------------------------

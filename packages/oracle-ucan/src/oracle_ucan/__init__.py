@@ -11,6 +11,7 @@ from oracle_ucan.capability import (
     ability_covers,
     default_caveats,
     resource_covers,
+    resource_names_did,
 )
 from oracle_ucan.car import MAX_BLOCKS, MAX_CAR_BYTES, CarFile, decode_car, encode_car
 from oracle_ucan.cid import CID, cid_for
@@ -96,6 +97,7 @@ __all__ = [
     "mint_invocation",
     "resolve_service_did",
     "resource_covers",
+    "resource_names_did",
     "validate_auth_invocation",
     "validate_delegation",
     "validate_invocation",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,7 @@ __all__ = [
     "ability_covers",
     "default_caveats",
     "resource_covers",
+    "resource_names_did",
 ]
 
 CaveatCheck = Callable[[Mapping[str, Any], Mapping[str, Any]], str | None]
@@ -36,6 +38,42 @@ def resource_covers(granted: str, claimed: str) -> bool:
     if granted in (claimed, "ucan:*"):
         return True
     return granted.endswith(("/*", ":*")) and claimed.startswith(granted[:-1])
+
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def resource_names_did(resource: str, did: str) -> bool:
+    """Whether ``did`` is a whole segment of ``resource``: the resource owner's DID.
+
+    The DID must start the resource, follow its scheme (``ixo:did:…``) or follow a ``/``,
+    and it must end the resource or be followed by a ``/``. Nothing else delimits it: a
+    ``:`` continues a DID (``did:web:victim.co:users:alice`` is another DID), and a DID
+    in a query or fragment names nobody's resource. So ``ixo:memory/did:key:z…`` and
+    ``ixo:memory/did:key:z…/notes`` name ``did:key:z…``, while ``…z…?owner=1``,
+    ``…z…#notes`` and ``ixo:memory/xdid:key:z…`` do not.
+    """
+    if not did:
+        return False
+    if resource == did:
+        return True
+    path_end = len(resource)
+    for mark in ("?", "#"):
+        found = resource.find(mark)
+        if 0 <= found < path_end:
+            path_end = found
+    scheme = _SCHEME.match(resource)
+    scheme_end = scheme.end() if scheme else 0
+    start = resource.find(did)
+    while start >= 0:
+        end = start + len(did)
+        if end > path_end:
+            return False
+        starts_segment = start in (0, scheme_end) or resource[start - 1] == "/"
+        if starts_segment and (end == len(resource) or resource[end] == "/"):
+            return True
+        start = resource.find(did, start + 1)
+    return False
 
 
 def default_caveats(claimed: Mapping[str, Any], granted: Mapping[str, Any]) -> str | None:

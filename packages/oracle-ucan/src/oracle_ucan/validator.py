@@ -16,7 +16,12 @@ from typing import Any
 
 from multiformats.cid import CID
 
-from oracle_ucan.capability import CapabilityDef, ability_covers, resource_covers
+from oracle_ucan.capability import (
+    CapabilityDef,
+    ability_covers,
+    resource_covers,
+    resource_names_did,
+)
 from oracle_ucan.delegation import Delegation
 from oracle_ucan.did import DidResolver
 from oracle_ucan.errors import ErrorCode, UcanError
@@ -437,24 +442,10 @@ class _Derivation:
     steps: int = 0
 
 
-_DID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%-")
-
-
-def _names_did(resource: str, did: str) -> bool:
-    """Whether ``resource`` contains ``did`` as a whole DID, not as a prefix of a longer one."""
-    start = resource.find(did)
-    while start >= 0:
-        end = start + len(did)
-        if end == len(resource) or resource[end] not in _DID_CHARS:
-            return True
-        start = resource.find(did, start + 1)
-    return False
-
-
 def _can_issue(capability: Mapping[str, Any], issuer: str, root_issuers: Collection[str]) -> bool:
-    return (
-        "*" in root_issuers or issuer in root_issuers or _names_did(str(capability["with"]), issuer)
-    )
+    if "*" in root_issuers or issuer in root_issuers:
+        return True
+    return resource_names_did(str(capability["with"]), issuer)
 
 
 async def _derive(
