@@ -9,11 +9,15 @@ with ``limit`` 5, and bob invokes ``memory/read`` on ``urn:mem/alice/notes`` wit
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import itertools
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import pytest
+from multiformats.cid import CID
+from multiformats.multihash import Multihash
 from pydantic import BaseModel, Field
 
 from oracle_ucan import (
@@ -25,6 +29,7 @@ from oracle_ucan import (
     Ed25519Signer,
     InMemoryInvocationStore,
     LocalResolver,
+    Ucan,
     ValidateResult,
     cid_for,
     dag_cbor,
@@ -34,6 +39,7 @@ from oracle_ucan import (
     issue,
     validate_invocation,
 )
+from oracle_ucan.cid import RAW
 
 NOW = 1_700_000_000
 DAY = 24 * 3600
@@ -174,7 +180,7 @@ async def test_root_alice_bob_chain_with_attenuated_limit(who: Principals) -> No
     assert result.expiration == NOW + 1000
     assert result.facts == ()
     assert result.to_dict()["proof_chain"] == [who.root.did(), who.alice.did(), who.bob.did()]
-    assert await store.has(str(token.cid)) is True
+    assert await store.has(token.ucan.replay_key()) is True
     assert len(store) == 1
 
 
@@ -227,15 +233,134 @@ async def test_second_use_is_a_replay(who: Principals) -> None:
     assert (await _check(token, root_issuers=[who.root.did()])).ok is True
 
 
+def _archive(top_block: bytes, link: CID, others: Delegation) -> str:
+    """A ucanto-shaped archive whose root links ``top_block`` by ``link``, with the blocks
+    of ``others``' proofs."""
+    variant = dag_cbor.encode({"ucan@0.9.1": link})
+    proofs = [(cid, data) for cid, data in others.iterate_blocks() if cid != others.cid]
+    blocks = [*proofs, (link, top_block), (cid_for(variant), variant)]
+    return base64.b64encode(encode_car([cid_for(variant)], blocks)).decode()
+
+
+def _with_empty_nonce(block: bytes) -> bytes:
+    """``block`` with ``nnc: ""`` added, signature kept: the signed payload omits it."""
+    data = dag_cbor.decode(block)
+    data["nnc"] = ""
+    return dag_cbor.encode(data)
+
+
+def _cid_v0(block: bytes) -> CID:
+    return CID(0, 0x70, Multihash.from_bytes(bytes([0x12, 32]) + hashlib.sha256(block).digest()))
+
+
+async def test_an_empty_nonce_added_to_a_used_invocation_is_a_replay(who: Principals) -> None:
+    token = _chain(who)
+    block = _with_empty_nonce(token.ucan.block)
+    variant = _archive(block, cid_for(block), token)
+    assert Ucan.decode(block).cid != token.cid  # a second CID for the same signed bytes
+    store = InMemoryInvocationStore(clock=Clock())
+
+    assert (await _check(token.to_base64(), root_issuers=[who.root.did()], store=store)).ok
+    replayed = await _check(variant, root_issuers=[who.root.did()], store=store)
+
+    assert _refused(replayed, "REPLAY") == "Invocation has already been used"
+    # On its own the variant is a valid invocation: only its single use was spent.
+    assert (await _check(variant, root_issuers=[who.root.did()])).ok is True
+
+
+async def test_an_empty_nonce_removed_from_a_used_invocation_is_a_replay(who: Principals) -> None:
+    to_alice = _grant(who.root, who.alice.did(), {"with": "urn:mem/*", "can": "memory/*"})
+    token = invoke(
+        who.alice,
+        audience=SERVICE,
+        capability={"with": RESOURCE, "can": "memory/read"},
+        expiration=NOW + 60,
+        proofs=[to_alice],
+        nonce="",
+    )
+    data = dag_cbor.decode(token.ucan.block)
+    del data["nnc"]
+    block = dag_cbor.encode(data)
+    store = InMemoryInvocationStore(clock=Clock())
+    capability = CapabilityDef("memory/read")
+
+    first = await _check(token, root_issuers=[who.root.did()], store=store, capability=capability)
+    replayed = await _check(
+        _archive(block, cid_for(block), token),
+        root_issuers=[who.root.did()],
+        store=store,
+        capability=capability,
+    )
+
+    assert first.ok is True
+    assert _refused(replayed, "REPLAY") == "Invocation has already been used"
+
+
+@pytest.mark.parametrize(
+    "relink",
+    [pytest.param(lambda block: cid_for(block, RAW), id="raw"), pytest.param(_cid_v0, id="v0")],
+)
+async def test_a_ucan_block_linked_by_another_cid_is_refused(
+    who: Principals, relink: Callable[[bytes], CID]
+) -> None:
+    token = _chain(who)
+    variant = _archive(token.ucan.block, relink(token.ucan.block), token)
+    store = InMemoryInvocationStore(clock=Clock())
+
+    assert (await _check(token, root_issuers=[who.root.did()], store=store)).ok is True
+    after_use = await _check(variant, root_issuers=[who.root.did()], store=store)
+    unused = await _check(variant, root_issuers=[who.root.did()])
+
+    for result in (after_use, unused):
+        assert _refused(result, "INVALID_FORMAT") == (
+            "a UCAN block must be linked by a DAG-CBOR CIDv1 (sha2-256)"
+        )
+
+
+async def test_a_proof_linked_by_another_cid_is_refused(who: Principals) -> None:
+    to_alice = _grant(who.root, who.alice.did(), {"with": "urn:mem/*", "can": "memory/*"})
+    raw_link = cid_for(to_alice.ucan.block, RAW)
+    top = issue(
+        who.alice,
+        audience=SERVICE,
+        capabilities=[{"with": RESOURCE, "can": "memory/read"}],
+        expiration=NOW + 60,
+        proofs=[raw_link],
+    )
+    assert top.cid is not None
+    variant = dag_cbor.encode({"ucan@0.9.1": top.cid})
+    blocks = [(raw_link, to_alice.ucan.block), (top.cid, top.block), (cid_for(variant), variant)]
+    token = base64.b64encode(encode_car([cid_for(variant)], blocks)).decode()
+
+    result = await _check(
+        token, root_issuers=[who.root.did()], capability=CapabilityDef("memory/read")
+    )
+
+    assert _refused(result, "INVALID_FORMAT") == (
+        "a UCAN block must be linked by a DAG-CBOR CIDv1 (sha2-256)"
+    )
+
+
+def test_every_encoding_of_one_signed_ucan_has_one_replay_key(who: Principals) -> None:
+    token = _chain(who)
+    block = _with_empty_nonce(token.ucan.block)
+    assert Ucan.decode(block).replay_key() == token.ucan.replay_key()
+    assert Ucan.decode(block).cid != token.cid
+    # Ed25519 is deterministic: the same fields are the same invocation, other fields not.
+    assert _chain(who).ucan.replay_key() == token.ucan.replay_key()
+    other = _chain(who, claim={"with": RESOURCE, "can": "memory/read", "nb": {"limit": 2}})
+    assert other.ucan.replay_key() != token.ucan.replay_key()
+
+
 async def test_replay_is_recorded_until_the_chain_expires(who: Principals) -> None:
     clock = Clock()
     store = InMemoryInvocationStore(clock=clock)
     token = _chain(who, expirations=(NOW + 3600, NOW + 120, None))
     assert (await _check(token, root_issuers=[who.root.did()], store=store)).ok is True
     clock.now = NOW + 119
-    assert await store.has(str(token.cid)) is True
+    assert await store.has(token.ucan.replay_key()) is True
     clock.now = NOW + 120
-    assert await store.has(str(token.cid)) is False
+    assert await store.has(token.ucan.replay_key()) is False
 
 
 @pytest.mark.parametrize(
@@ -251,9 +376,9 @@ async def test_replay_is_recorded_for_at_most_a_day(
     token = _chain(who, expirations=expirations)
     assert (await _check(token, root_issuers=[who.root.did()], store=store)).ok is True
     clock.now = NOW + DAY - 1
-    assert await store.has(str(token.cid)) is True
+    assert await store.has(token.ucan.replay_key()) is True
     clock.now = NOW + DAY
-    assert await store.has(str(token.cid)) is False
+    assert await store.has(token.ucan.replay_key()) is False
 
 
 @pytest.mark.parametrize(
@@ -279,7 +404,7 @@ async def test_a_refused_invocation_is_not_recorded(
     token = _chain(who, **change)
     _refused(await _check(token, root_issuers=[who.root.did()], store=store), code)
     assert len(store) == 0
-    assert await store.has(str(token.cid)) is False
+    assert await store.has(token.ucan.replay_key()) is False
 
 
 async def test_concurrent_uses_of_one_invocation_accept_only_one(who: Principals) -> None:

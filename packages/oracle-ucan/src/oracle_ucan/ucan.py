@@ -16,7 +16,7 @@ import cbor2
 from multiformats.cid import CID
 
 from oracle_ucan import dag_cbor, dag_json, varint
-from oracle_ucan.cid import cid_for
+from oracle_ucan.cid import DAG_CBOR, RAW, SHA2_256, cid_for
 from oracle_ucan.errors import InvalidFormat
 from oracle_ucan.principal import (
     EDDSA_SIGNATURE_CODE,
@@ -123,6 +123,15 @@ class Ucan:
             self.facts,
         )
 
+    def replay_key(self) -> str:
+        """The key single use is recorded under: the CID (raw, sha2-256) of the signed bytes.
+
+        Every encoding of one signed UCAN has it: with or without an empty ``nnc``, or
+        whatever CID its block was linked by. The block's own CID is not enough, since the
+        signature does not cover the block's bytes, only the payload rebuilt from them.
+        """
+        return str(cid_for(self.signing_input(), RAW))
+
     def verify_with(self, verifier: Ed25519Verifier) -> bool:
         """Whether ``verifier``'s key signed this UCAN."""
         if self.signature_code != EDDSA_SIGNATURE_CODE:
@@ -143,6 +152,10 @@ class Ucan:
             cached = _DECODED.get(cid)
             if cached is not None:
                 return cached
+            if cid.version != 1 or cid.codec != DAG_CBOR or cid.hash.code != SHA2_256:
+                # A raw-codec or CIDv0 link to the same bytes would give one UCAN a
+                # second name; ucanto links UCAN blocks by their DAG-CBOR CIDv1 only.
+                raise InvalidFormat("a UCAN block must be linked by a DAG-CBOR CIDv1 (sha2-256)")
         ucan = _decode_block(bytes(block), cid)
         if cid is not None:
             if len(_DECODED) >= _DECODED_MAX:

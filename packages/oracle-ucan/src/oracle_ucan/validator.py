@@ -512,7 +512,8 @@ async def validate_invocation(
     every UCAN; the claim must derive through an unbroken chain of proofs, each covering
     the ability, the resource and the caveats, from a root issuer (``"*"`` in
     ``root_issuers``, the issuer listed there, or an issuer DID contained in the
-    resource). On success the invocation's CID is recorded in ``store``.
+    resource). On success the invocation's ``Ucan.replay_key()`` (the CID of its signed
+    bytes, the same for every encoding of it) is recorded in ``store``.
     """
     now = int(time.time()) if now is None else now
     verifier = verifier or _DEFAULT_VERIFIER
@@ -520,13 +521,15 @@ async def validate_invocation(
         invocation = _decode(token)
     except UcanError as exc:
         return ValidateResult.fail("INVALID_FORMAT", exc.message)
-    cid = str(invocation.cid)
+    # Not the block's CID: re-encoding the block (an empty ``nnc``) or linking it by
+    # another CID would give the same signed invocation a fresh one.
+    replay_key = invocation.ucan.replay_key()
     try:
         if invocation.audience != audience:
             raise _Refusal(
                 "UNAUTHORIZED", f"invocation is addressed to {invocation.audience}, not {audience}"
             )
-        if await store.has(cid):
+        if await store.has(replay_key):
             raise _Refusal("REPLAY", "Invocation has already been used")
         keys, _, _ = await _verify_dag(invocation, now, verifier)
         claims = [c for c in invocation.capabilities if c.get("can") == capability.can]
@@ -558,7 +561,7 @@ async def validate_invocation(
     expiration = _earliest(derived)
     ttl = DEFAULT_TTL_SECONDS if expiration is None else min(DEFAULT_TTL_SECONDS, expiration - now)
     # Claimed last and atomically: two concurrent uses both get this far, one wins.
-    if not await store.claim(cid, max(1, ttl)):
+    if not await store.claim(replay_key, max(1, ttl)):
         return ValidateResult.fail("REPLAY", "Invocation has already been used", invocation)
     return ValidateResult(
         ok=True,
