@@ -390,6 +390,44 @@ def test_decode_refuses_non_canonical_caveats_and_facts() -> None:
         Ucan.decode(reencode(SIMPLE_BLOCK, fct=[{"t": cbor2.CBORTag(1, 0)}]))
 
 
+NON_TEXT_KEYS = [
+    pytest.param(1, id="int"),
+    pytest.param(-1, id="negative-int"),
+    pytest.param(b"k", id="bytes"),
+    pytest.param((1, 2), id="array"),
+    pytest.param(True, id="bool"),
+    pytest.param(None, id="null"),
+    pytest.param(1.5, id="float"),
+]
+
+
+@pytest.mark.parametrize("key", NON_TEXT_KEYS)
+@pytest.mark.parametrize("where", ["top", "capability", "nb", "fact"])
+def test_decode_refuses_non_text_map_keys_with_a_typed_error(key: object, where: str) -> None:
+    data = cbor2.loads(SIMPLE_BLOCK)
+    if where == "top":
+        data[key] = 1
+    elif where == "capability":
+        data["att"] = [{**data["att"][0], key: 1}]
+    elif where == "nb":
+        data["att"] = [{"nb": {key: 1}, **data["att"][0]}]
+    else:
+        data["fct"] = [{key: 1}]
+    # Written both ways: cbor2's order (as a map's keys came), and canonical order.
+    for block in (cbor2.dumps(data), cbor2.dumps(data, canonical=True)):
+        with pytest.raises(InvalidFormat):
+            Ucan.decode(block)
+
+
+def test_decode_refuses_deeply_nested_caveats_with_a_typed_error() -> None:
+    data = cbor2.loads(SIMPLE_BLOCK)
+    data["att"] = [{"nb": {"x": "zzzz"}, **data["att"][0]}]
+    # Spliced in as bytes: encoding 10,000 nested lists would overflow cbor2's own stack.
+    block = cbor2.dumps(data).replace(b"\x64zzzz", b"\x81" * 10_000 + b"\x01")
+    with pytest.raises(InvalidFormat, match="nesting depth"):
+        Ucan.decode(block)
+
+
 @pytest.mark.parametrize("field", ["exp", "nbf"])
 @pytest.mark.parametrize("value", [1 << 64, -1], ids=["bignum", "negative"])
 def test_decode_refuses_times_outside_unsigned_64_bits(field: str, value: int) -> None:

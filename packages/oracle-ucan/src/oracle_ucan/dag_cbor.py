@@ -28,6 +28,7 @@ __all__ = [
     "link",
     "loads_exact",
     "sort_key",
+    "text_keys",
     "walk",
 ]
 
@@ -125,10 +126,18 @@ def _walk(value: Any, depth: int = 0) -> tuple[Any, bool]:
     raise InvalidFormat(f"{kind.__name__} is not in the DAG-CBOR data model")
 
 
+def text_keys(mapping: dict[Any, Any]) -> bool:
+    """Whether every key of a decoded map is text, as DAG-CBOR requires.
+
+    cbor2 reads integer, byte-string, array and map keys too, and the round trip of
+    ``loads_exact`` keeps them; a caller reading a map without ``walk`` checks here.
+    """
+    return all(type(key) is str for key in mapping)
+
+
 def _walk_map(value: dict[Any, Any], depth: int) -> tuple[dict[str, Any], bool]:
-    for key in value:
-        if type(key) is not str:
-            raise InvalidFormat("DAG-CBOR map keys must be strings")
+    if not text_keys(value):
+        raise InvalidFormat("DAG-CBOR map keys must be strings")
     if len(value) > 1 and not keys_in_order(value):
         raise InvalidFormat("DAG-CBOR map keys are not in canonical order")
     floats = False
@@ -159,8 +168,8 @@ def loads_exact(raw: bytes) -> Any:
 
     cbor2 writes shortest integers and lengths, float64 floats and definite lengths, and
     keeps a decoded map's key order; so the round trip proves everything canonical except
-    the order of map keys, which the caller checks (``keys_in_order`` or ``walk``). Tag-42
-    links are still ``CBORTag``s.
+    the order and the type of map keys, which the caller checks (``walk``, or
+    ``keys_in_order`` and ``text_keys``). Tag-42 links are still ``CBORTag``s.
 
     Raises:
         InvalidFormat: not CBOR, indefinite lengths, duplicate keys or non-minimal forms.

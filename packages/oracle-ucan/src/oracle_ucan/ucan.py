@@ -242,6 +242,9 @@ def _top_level_map(data: Any) -> dict[str, Any]:
         raise InvalidFormat("a UCAN block is a map")
     order = tuple(data)
     if order not in _CANONICAL_ORDERS:
+        # Every canonical order is text keys only; the message below sorts the keys.
+        if not dag_cbor.text_keys(data):
+            raise InvalidFormat("DAG-CBOR map keys must be strings")
         if frozenset(order) not in _TOP_LEVEL_ORDERS:
             raise InvalidFormat(f"UCAN block has keys {sorted(order)}")
         raise InvalidFormat("DAG-CBOR map keys are not in canonical order")

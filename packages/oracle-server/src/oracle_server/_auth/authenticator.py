@@ -6,11 +6,15 @@
 3. Else 401.
 
 Results are cached by the SHA-256 of the exact header value until the token expires.
+A token that makes validation fail in any unexpected way (a decoder bug, a resolver's own
+exception) is refused like any invalid token, with 401, and logged with the stable code
+``auth.ucan.unexpected`` and the exception's type only: never the token.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -18,7 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oracle_server._errors import HTTPError
-from oracle_ucan import ChainVerifier, validate_auth_invocation, validate_delegation
+from oracle_ucan import (
+    ChainVerifier,
+    ValidateResult,
+    validate_auth_invocation,
+    validate_delegation,
+)
 
 __all__ = ["AuthData", "Authenticator", "DelegationInfo"]
 
@@ -28,6 +37,9 @@ MISSING_AUTH = (
 )
 DELEGATION_CACHE_SECONDS = 180
 CACHE_ENTRIES = 10_000
+UNEXPECTED_CODE = "auth.ucan.unexpected"
+
+logger = logging.getLogger("oracle.server.auth")
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,12 @@ def _digest(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()
 
 
+def _refused_unexpectedly(kind: str, exc: Exception) -> ValidateResult:
+    # The type only: a message may quote the token or a document a resolver fetched.
+    logger.warning("%s: the %s was refused after %s", UNEXPECTED_CODE, kind, type(exc).__name__)
+    return ValidateResult.fail("INVALID_FORMAT", f"validation failed ({UNEXPECTED_CODE})")
+
+
 class Authenticator:
     """Validates the UCAN headers of a request.
 
@@ -118,13 +136,16 @@ class Authenticator:
         cached = self._cache.get(key)
         if cached is not None:
             return str(cached)
-        result = await validate_auth_invocation(
-            token,
-            audience=self.oracle_did,
-            max_ttl=self.max_ttl,
-            now=int(self._clock()),
-            verifier=self.verifier,
-        )
+        try:
+            result = await validate_auth_invocation(
+                token,
+                audience=self.oracle_did,
+                max_ttl=self.max_ttl,
+                now=int(self._clock()),
+                verifier=self.verifier,
+            )
+        except Exception as exc:  # a refusal like any other, never a 500
+            result = _refused_unexpectedly("invocation", exc)
         if not result.ok or result.invoker is None:
             return None
         self._cache.put(key, result.invoker, float(result.expiration or self._clock()))
@@ -135,9 +156,12 @@ class Authenticator:
         key = "del:" + _digest(token)
         cached = self._cache.get(key)
         if cached is None:
-            result = await validate_delegation(
-                token, audience=self.oracle_did, now=int(self._clock()), verifier=self.verifier
-            )
+            try:
+                result = await validate_delegation(
+                    token, audience=self.oracle_did, now=int(self._clock()), verifier=self.verifier
+                )
+            except Exception as exc:  # a refusal like any other, never a 500
+                result = _refused_unexpectedly("delegation", exc)
             if not result.ok or result.delegation is None or result.invoker is None:
                 return None
             delegation = result.delegation
