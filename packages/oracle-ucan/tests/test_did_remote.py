@@ -9,7 +9,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import datetime
+import ipaddress
 import json
+import ssl
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -19,6 +22,10 @@ from types import TracebackType
 
 import httpx
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from multiformats import multibase
 
 from oracle_ucan.did import (
@@ -33,7 +40,7 @@ from oracle_ucan.did import (
     default_resolver,
     resolve_service_did,
 )
-from oracle_ucan.did.web import did_web_document_url
+from oracle_ucan.did.web import MAX_REDIRECTS, did_web_document_url, redirect_allowed
 from oracle_ucan.errors import DidResolutionError, NotHandled
 from oracle_ucan.principal import Ed25519Signer
 
@@ -78,8 +85,9 @@ class DidServer:
     """Blocksync at ``POST /graphql`` and DID documents at ``GET <path>``, one request per
     connection, in the test's own event loop."""
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str = "127.0.0.1", *, tls: ssl.SSLContext | None = None) -> None:
         self.host = host
+        self.tls = tls
         self.ixo_documents: dict[str, object] = {}  # DID -> its verificationMethod value
         self.ixo_replies: dict[str, Reply] = {}  # DID -> a canned answer instead
         self.files: dict[str, object] = {}  # path -> JSON document
@@ -95,7 +103,7 @@ class DidServer:
         self._connections: set[asyncio.Task[None]] = set()
 
     async def __aenter__(self) -> DidServer:
-        self._server = await asyncio.start_server(self._connection, self.host, 0)
+        self._server = await asyncio.start_server(self._connection, self.host, 0, ssl=self.tls)
         return self
 
     async def __aexit__(
@@ -119,7 +127,7 @@ class DidServer:
 
     @property
     def origin(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     @property
     def graphql_url(self) -> str:
@@ -152,7 +160,12 @@ class DidServer:
             if reply.delay:
                 await asyncio.sleep(reply.delay)
             await self._send(writer, reply)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+        except (
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ConnectionError,
+            ssl.SSLError,
+        ):
             pass
         finally:
             writer.close()
@@ -684,7 +697,10 @@ async def test_web_malformed_did_fails_without_a_request(did: str) -> None:
         ("did:web:example.com:users:alice", "https://example.com/users/alice/did.json"),
         ("did:web:localhost", "http://localhost/.well-known/did.json"),
         ("did:web:localhost%3A3000:a", "http://localhost:3000/a/did.json"),
-        ("did:web:api.localhost%3A3000", "http://api.localhost:3000/.well-known/did.json"),
+        # Names under .localhost may be resolved through DNS: they keep https.
+        ("did:web:api.localhost%3A3000", "https://api.localhost:3000/.well-known/did.json"),
+        ("did:web:a.b.localhost", "https://a.b.localhost/.well-known/did.json"),
+        ("did:web:LOCALHOST%3A3000", "http://LOCALHOST:3000/.well-known/did.json"),
         ("did:web:127.0.0.1%3A9", "http://127.0.0.1:9/.well-known/did.json"),
         ("did:web:%5B%3A%3A1%5D%3A9", "http://[::1]:9/.well-known/did.json"),
         # A public name that merely starts with "localhost" keeps https.
@@ -711,6 +727,144 @@ async def test_web_fallback_to_http() -> None:
         assert await WebResolver(fallback_to_http=True).resolve(did) == [signer.did()]
         assert (plain.tls_attempts, plain.file_hits["/.well-known/did.json"]) == (2, 1)
     assert plain.violations == []
+
+
+# --- redirects: never from https down to http ------------------------------------------
+
+# 127.0.0.2 is loopback on Linux but not on the plain-http list: its did:web uses https.
+TLS_HOST = "127.0.0.2"
+
+
+@dataclass(frozen=True)
+class Tls:
+    server: ssl.SSLContext
+    client: ssl.SSLContext
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
+    """A self-signed certificate for ``TLS_HOST``, and a client context that trusts it."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, TLS_HOST)])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(TLS_HOST))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    folder = tmp_path_factory.mktemp("tls")
+    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
+    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert_file, key_file)
+    return Tls(server=server, client=ssl.create_default_context(cafile=str(cert_file)))
+
+
+@contextlib.asynccontextmanager
+async def _secure_and_plain(tls: Tls) -> AsyncIterator[tuple[DidServer, DidServer]]:
+    async with DidServer(TLS_HOST, tls=tls.server) as secure, DidServer(TLS_HOST) as plain:
+        yield secure, plain
+    assert secure.violations == plain.violations == []
+
+
+async def test_web_follows_a_redirect_within_https(tls: Tls) -> None:
+    async with (
+        _secure_and_plain(tls) as (secure, _),
+        httpx.AsyncClient(verify=tls.client) as client,
+    ):
+        signer = Ed25519Signer.generate()
+        did = f"did:web:{TLS_HOST}%3A{secure.port}"
+        secure.file_replies["/.well-known/did.json"] = Reply(
+            status=301, headers={"Location": f"{secure.origin}/moved/did.json"}
+        )
+        secure.files["/moved/did.json"] = _web_document(did, _ed25519_method(did, "k", signer))
+
+        assert await WebResolver(client=client).resolve(did) == [signer.did()]
+        assert secure.file_hits == Counter({"/.well-known/did.json": 1, "/moved/did.json": 1})
+
+
+async def test_web_refuses_a_redirect_from_https_to_http(tls: Tls) -> None:
+    async with (
+        _secure_and_plain(tls) as (secure, plain),
+        httpx.AsyncClient(verify=tls.client) as client,
+    ):
+        did = f"did:web:{TLS_HOST}%3A{secure.port}"
+        secure.file_replies["/.well-known/did.json"] = Reply(
+            status=302, headers={"Location": f"{plain.origin}/did.json"}
+        )
+        intruder = Ed25519Signer.generate()
+        plain.files["/did.json"] = _web_document(did, _ed25519_method(did, "k", intruder))
+
+        with pytest.raises(DidResolutionError, match="redirected from https to http") as caught:
+            await WebResolver(client=client).resolve(did)
+
+        _resolution_error(caught)
+        assert secure.file_hits == Counter({"/.well-known/did.json": 1})
+        assert plain.received == []
+
+
+async def test_service_did_refuses_a_redirect_from_https_to_http(tls: Tls) -> None:
+    async with (
+        _secure_and_plain(tls) as (secure, plain),
+        httpx.AsyncClient(verify=tls.client) as client,
+    ):
+        secure.files["/moved/did.json"] = {"id": SERVICE_DID}
+        plain.files["/did.json"] = {"id": "did:web:intruder.example"}
+        resolver = ServiceDidResolver(client=client, failure_ttl_seconds=0)
+
+        secure.file_replies["/.well-known/did.json"] = Reply(
+            status=307, headers={"Location": "/moved/did.json"}
+        )
+        assert await resolver.resolve(f"{secure.origin}/mcp") == SERVICE_DID
+        resolver.clear()
+        secure.file_replies["/.well-known/did.json"] = Reply(
+            status=307, headers={"Location": f"{plain.origin}/did.json"}
+        )
+        assert await resolver.resolve(f"{secure.origin}/mcp") is None
+        assert plain.received == []
+
+
+async def test_web_stops_after_too_many_redirects(server: DidServer) -> None:
+    did = _web_did(server)
+    server.file_replies["/.well-known/did.json"] = Reply(
+        status=302, headers={"Location": "/.well-known/did.json"}
+    )
+    with pytest.raises(DidResolutionError, match=f"more than {MAX_REDIRECTS} times") as caught:
+        await WebResolver().resolve(did)
+    _resolution_error(caught)
+    assert server.file_hits["/.well-known/did.json"] == MAX_REDIRECTS + 1
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "allowed"),
+    [
+        ("https://a.example/x", "https://b.example/y", True),
+        ("http://localhost/x", "http://localhost/y", True),
+        ("http://localhost/x", "https://a.example/y", True),
+        ("https://a.example/x", "http://a.example/y", False),
+        ("https://a.example/x", "ftp://a.example/y", False),
+        ("https://a.example/x", "file:///etc/passwd", False),
+    ],
+)
+def test_redirect_policy(source: str, target: str, allowed: bool) -> None:
+    assert redirect_allowed(httpx.URL(source), httpx.URL(target)) is allowed
 
 
 # --- CompositeResolver -----------------------------------------------------------------

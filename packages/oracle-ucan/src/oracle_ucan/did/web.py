@@ -7,6 +7,9 @@ Network bounds, for every resolver of this package:
   validation open;
 - response bodies are limited to :data:`MAX_DOCUMENT_BYTES` (1 MiB, after content
   decoding): a DID document is a few KiB and anything larger is refused, not buffered;
+- redirects, where followed, are followed at most :data:`MAX_REDIRECTS` times and never
+  from https to http (:func:`redirect_allowed`): a document fetched in clear text after a
+  downgrade could be anyone's;
 - every failure (connection, TLS, timeout, status, size, JSON) is a
   :class:`~oracle_ucan.errors.DidResolutionError`, never another exception type.
 """
@@ -24,10 +27,20 @@ import httpx
 from oracle_ucan.did.key import did_key_from_multibase
 from oracle_ucan.errors import DidResolutionError, NotHandled
 
-__all__ = ["MAX_DOCUMENT_BYTES", "WebResolver", "did_web_document_url", "fetch_json"]
+__all__ = [
+    "MAX_DOCUMENT_BYTES",
+    "MAX_REDIRECTS",
+    "WebResolver",
+    "did_web_document_url",
+    "fetch_json",
+    "redirect_allowed",
+]
 
 MAX_DOCUMENT_BYTES = 1 << 20
 """Largest response body a resolver reads (1 MiB)."""
+MAX_REDIRECTS = 5
+"""Most redirects followed by one fetch."""
+_PLAIN_HTTP_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
 # ASCII host names and IPv4 (LDH labels), or a bracketed IPv6 literal; optional port.
 # Anything else (userinfo, slashes, query, spaces) would let a DID steer the request
@@ -57,7 +70,8 @@ async def fetch_json(
         deadline: Overall limit in seconds; also each httpx operation's timeout.
         what: Short name of the remote for error messages, e.g. ``"Blocksync"``.
         body: JSON body of a ``POST``.
-        follow_redirects: Whether to follow redirects (GETs of public documents do).
+        follow_redirects: Whether to follow redirects (GETs of public documents do), within
+            :func:`redirect_allowed`.
 
     Returns:
         The parsed JSON value.
@@ -84,26 +98,9 @@ async def _fetch_json(
     headers = {"accept": "application/json", "accept-encoding": "identity"}
     try:
         async with asyncio.timeout(deadline):
-            async with client.stream(
-                method,
-                url,
-                json=body if method == "POST" else None,
-                headers=headers,
-                timeout=deadline,
-                follow_redirects=follow_redirects,
-            ) as response:
-                if not response.is_success:
-                    raise DidResolutionError(f"{what} answered HTTP {response.status_code}")
-                declared = response.headers.get("content-length", "")
-                if declared.isdigit() and int(declared) > MAX_DOCUMENT_BYTES:
-                    raise DidResolutionError(f"{what} response exceeds {MAX_DOCUMENT_BYTES} bytes")
-                content = bytearray()
-                async for chunk in response.aiter_bytes():
-                    content += chunk
-                    if len(content) > MAX_DOCUMENT_BYTES:
-                        raise DidResolutionError(
-                            f"{what} response exceeds {MAX_DOCUMENT_BYTES} bytes"
-                        )
+            content = await _read_following(
+                client, method, url, deadline, what, body, follow_redirects, headers
+            )
     except (TimeoutError, httpx.TimeoutException) as exc:
         raise DidResolutionError(f"{what} did not answer within {deadline:g} s") from exc
     except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, OSError) as exc:
@@ -115,12 +112,71 @@ async def _fetch_json(
         raise DidResolutionError(f"{what} answered invalid JSON") from exc
 
 
+def redirect_allowed(source: httpx.URL, target: httpx.URL) -> bool:
+    """Whether a fetch of ``source`` may follow a redirect to ``target``.
+
+    Only to http(s), and never from https down to http: the document would then travel in
+    clear text, and whoever is on the path could answer with keys of their own.
+    """
+    if target.scheme not in {"http", "https"}:
+        return False
+    return not (source.scheme == "https" and target.scheme == "http")
+
+
+async def _read_following(
+    client: httpx.AsyncClient,
+    method: Literal["GET", "POST"],
+    url: str,
+    deadline: float,
+    what: str,
+    body: object,
+    follow_redirects: bool,
+    headers: dict[str, str],
+) -> bytearray:
+    """The body of ``url``, redirects followed here (not by httpx) to apply the policy."""
+    current = httpx.URL(url)
+    for _ in range(MAX_REDIRECTS + 1):
+        async with client.stream(
+            method,
+            current,
+            json=body if method == "POST" else None,
+            headers=headers,
+            timeout=deadline,
+            follow_redirects=False,
+        ) as response:
+            if follow_redirects and response.is_redirect:
+                target = current.join(response.headers["location"])
+                if not redirect_allowed(current, target):
+                    raise DidResolutionError(
+                        f"{what} redirected from {current.scheme} to {target.scheme}; refused"
+                    )
+                current = target
+                continue
+            return await _read_body(response, what)
+    raise DidResolutionError(f"{what} redirected more than {MAX_REDIRECTS} times")
+
+
+async def _read_body(response: httpx.Response, what: str) -> bytearray:
+    if not response.is_success:
+        raise DidResolutionError(f"{what} answered HTTP {response.status_code}")
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_DOCUMENT_BYTES:
+        raise DidResolutionError(f"{what} response exceeds {MAX_DOCUMENT_BYTES} bytes")
+    content = bytearray()
+    async for chunk in response.aiter_bytes():
+        content += chunk
+        if len(content) > MAX_DOCUMENT_BYTES:
+            raise DidResolutionError(f"{what} response exceeds {MAX_DOCUMENT_BYTES} bytes")
+    return content
+
+
 def did_web_document_url(did: str, *, scheme: str | None = None) -> str:
     """The URL of a ``did:web`` document.
 
     ``did:web:example.com`` → ``https://example.com/.well-known/did.json``;
     ``did:web:example.com%3A8443:users:alice`` → ``https://example.com:8443/users/alice/did.json``.
-    Loopback hosts (``localhost``, ``*.localhost``, ``127.0.0.1``, ``[::1]``) use http.
+    Only ``localhost``, ``127.0.0.1`` and ``[::1]`` use http: a ``*.localhost`` name may be
+    resolved through DNS like any other.
 
     Args:
         did: The ``did:web`` DID.
@@ -149,11 +205,11 @@ def did_web_document_url(did: str, *, scheme: str | None = None) -> str:
 
 
 def _is_loopback(host: str) -> bool:
-    # Only names that cannot leave the machine go over plain http; a mere "localhost"
-    # prefix (localhost.example.com) is a public name and keeps https.
+    # Only names that cannot leave the machine go over plain http. A "localhost" prefix
+    # (localhost.example.com) is a public name, and so, to many resolvers, is a
+    # "*.localhost" one: both keep https.
     name = host.rsplit(":", 1)[0] if not host.endswith("]") and ":" in host else host
-    name = name.lower()
-    return name in {"localhost", "127.0.0.1", "[::1]"} or name.endswith(".localhost")
+    return name.lower() in _PLAIN_HTTP_HOSTS
 
 
 class WebResolver:
