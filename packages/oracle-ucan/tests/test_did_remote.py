@@ -857,7 +857,10 @@ async def test_web_stops_after_too_many_redirects(server: DidServer) -> None:
     [
         ("https://a.example/x", "https://b.example/y", True),
         ("http://localhost/x", "http://localhost/y", True),
+        ("http://localhost:3000/x", "http://localhost:4000/y", True),
         ("http://localhost/x", "https://a.example/y", True),
+        ("http://localhost/x", "http://a.example/y", False),
+        ("http://127.0.0.1/x", "http://localhost/y", False),
         ("https://a.example/x", "http://a.example/y", False),
         ("https://a.example/x", "ftp://a.example/y", False),
         ("https://a.example/x", "file:///etc/passwd", False),

@@ -7,9 +7,9 @@ Network bounds, for every resolver of this package:
   validation open;
 - response bodies are limited to :data:`MAX_DOCUMENT_BYTES` (1 MiB, after content
   decoding): a DID document is a few KiB and anything larger is refused, not buffered;
-- redirects, where followed, are followed at most :data:`MAX_REDIRECTS` times and never
-  from https to http (:func:`redirect_allowed`): a document fetched in clear text after a
-  downgrade could be anyone's;
+- redirects, where followed, are followed at most :data:`MAX_REDIRECTS` times, never from
+  https to http and to plain http only on the same host (:func:`redirect_allowed`): a
+  document fetched in clear text after a downgrade could be anyone's;
 - every failure (connection, TLS, timeout, status, size, JSON) is a
   :class:`~oracle_ucan.errors.DidResolutionError`, never another exception type.
 """
@@ -115,12 +115,14 @@ async def _fetch_json(
 def redirect_allowed(source: httpx.URL, target: httpx.URL) -> bool:
     """Whether a fetch of ``source`` may follow a redirect to ``target``.
 
-    Only to http(s), and never from https down to http: the document would then travel in
-    clear text, and whoever is on the path could answer with keys of their own.
+    To https always; to http only from http on the same host. A redirect from https down
+    to http would carry the document in clear text, where whoever is on the path could
+    answer with keys of their own; and a plain-http fetch (a loopback did:web, or a
+    service URL the operator wrote with http) must not be sent in clear text elsewhere.
     """
-    if target.scheme not in {"http", "https"}:
-        return False
-    return not (source.scheme == "https" and target.scheme == "http")
+    if target.scheme == "https":
+        return True
+    return target.scheme == "http" and source.scheme == "http" and target.host == source.host
 
 
 async def _read_following(
