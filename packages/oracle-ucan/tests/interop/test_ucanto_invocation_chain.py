@@ -10,6 +10,7 @@ same rule, and the verdicts must agree.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -20,6 +21,9 @@ from oracle_ucan import (
     Delegation,
     Ed25519Signer,
     InMemoryInvocationStore,
+    cid_for,
+    dag_cbor,
+    encode_car,
     validate_invocation,
 )
 
@@ -167,6 +171,19 @@ def made(ucanto: Ucanto, now: int) -> dict[str, Any]:
             proofs=("root_memory_to_alice",),
             invocation=True,
         ),
+        {
+            **_issue(
+                "alice_reads_memory_empty_nonce",
+                now,
+                ALICE_SEED,
+                ORACLE,
+                {"with": "ixo:memory", "can": "memory/read"},
+                lifetime=600,
+                proofs=("root_memory_to_alice",),
+                invocation=True,
+            ),
+            "nonce": "",
+        },
     ]
     requests += [_ucanto_check(name, "mcp/call", "limit") for name in INVOCATIONS]
     requests += [
@@ -233,6 +250,54 @@ async def test_replay_is_refused(made: dict[str, Any], now: int) -> None:
     assert fresh.ok, fresh.error
 
 
+def _reencoded(token: str, change: Callable[[dict[str, Any]], None]) -> str:
+    """``token`` with its UCAN block re-encoded after ``change``, signature kept."""
+    delegation = Delegation.from_base64(token)
+    fields = dag_cbor.decode(delegation.ucan.block)
+    change(fields)
+    block = dag_cbor.encode(fields)
+    variant = dag_cbor.encode({"ucan@0.9.1": cid_for(block)})
+    proofs = [(cid, data) for cid, data in delegation.iterate_blocks() if cid != delegation.cid]
+    blocks = [*proofs, (cid_for(block), block), (cid_for(variant), variant)]
+    return base64.b64encode(encode_car([cid_for(variant)], blocks)).decode()
+
+
+def _add_empty_nonce(fields: dict[str, Any]) -> None:
+    assert "nnc" not in fields
+    fields["nnc"] = ""
+
+
+def _drop_empty_nonce(fields: dict[str, Any]) -> None:
+    # ucanto writes the empty nonce it was given into the block, not into the signed payload.
+    assert fields.pop("nnc") == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "change"),
+    [
+        ("alice_reads_memory", _add_empty_nonce),
+        ("alice_reads_memory_empty_nonce", _drop_empty_nonce),
+    ],
+)
+async def test_a_ucanto_invocation_reencoded_with_another_cid_is_a_replay(
+    made: dict[str, Any], now: int, name: str, change: Callable[[dict[str, Any]], None]
+) -> None:
+    memory_read = CapabilityDef("memory/read", protocol="ixo:")
+    token = made[name]["token"]
+    variant = _reencoded(token, change)
+    assert Delegation.from_base64(variant).cid != Delegation.from_base64(token).cid
+    store = InMemoryInvocationStore()
+
+    first = await _validate(token, memory_read, "ixo:memory", now, store)
+    again = await _validate(variant, memory_read, "ixo:memory", now, store)
+    alone = await _validate(variant, memory_read, "ixo:memory", now)
+
+    assert first.ok, first.error
+    assert again.error is not None
+    assert again.error.code == "REPLAY"
+    assert alone.ok, alone.error  # the same signed invocation: valid, once
+
+
 async def test_star_claimed_on_a_namespace_grant_is_unauthorized(
     made: dict[str, Any], now: int
 ) -> None:
@@ -262,6 +327,6 @@ async def test_namespace_grant_covers_an_ability_in_it(made: dict[str, Any], now
 
 def test_ucanto_fixtures_reencode_byte_identically(made: dict[str, Any]) -> None:
     tokens = {name: value["token"] for name, value in made.items() if "token" in value}
-    assert len(tokens) == 9
+    assert len(tokens) == 10
     for name, token in tokens.items():
         assert Delegation.from_base64(token).to_base64() == token, name
