@@ -296,6 +296,32 @@ async def test_an_empty_nonce_removed_from_a_used_invocation_is_a_replay(who: Pr
     assert _refused(replayed, "REPLAY") == "Invocation has already been used"
 
 
+async def test_a_caveat_rewritten_as_an_equal_float_is_a_replay(who: Principals) -> None:
+    # JavaScript prints 3.0 as 3: an integer caveat and the equal float sign the same bytes.
+    token = _chain(
+        who,
+        root_grant={"with": "urn:mem/*", "can": "memory/*"},
+        alice_grant={"with": "urn:mem/alice/*", "can": "memory/read"},
+    )
+    data = dag_cbor.decode(token.ucan.block)
+    data["att"] = [{**data["att"][0], "nb": {"limit": 3.0}}]
+    block = dag_cbor.encode(data)
+    assert Ucan.decode(block).signing_input() == token.ucan.signing_input()
+    store = InMemoryInvocationStore(clock=Clock())
+    equality = CapabilityDef("memory/read")
+
+    first = await _check(token, root_issuers=[who.root.did()], store=store, capability=equality)
+    replayed = await _check(
+        _archive(block, cid_for(block), token),
+        root_issuers=[who.root.did()],
+        store=store,
+        capability=equality,
+    )
+
+    assert first.ok is True
+    assert _refused(replayed, "REPLAY") == "Invocation has already been used"
+
+
 @pytest.mark.parametrize(
     "relink",
     [pytest.param(lambda block: cid_for(block, RAW), id="raw"), pytest.param(_cid_v0, id="v0")],
