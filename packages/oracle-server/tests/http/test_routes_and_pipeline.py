@@ -7,6 +7,7 @@ every ``SendMessageDto`` rule, the delegation endpoints, and graceful shutdown.
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,7 +28,7 @@ from oracle_core import (
 )
 from oracle_server import AuthData, HTTPError, OracleApp, create_oracle_app
 from oracle_server.testing import OpenAIDouble, auth_headers, serving
-from oracle_ucan import Ed25519Signer, delegate
+from oracle_ucan import Delegation, Ed25519Signer, cid_for, dag_cbor, delegate, encode_car
 
 ENV_MODEL = {
     "THROTTLE_LIMIT": "1000",
@@ -356,6 +357,43 @@ async def test_delegation_store_inspect_and_revoke(app: OracleApp) -> None:
         again = await client.post("/delegation", headers=headers, json={"raw": delegation})
         assert again.status_code == 400
         by_header = await client.get("/sessions", headers={"x-ucan-delegation": delegation})
+        assert by_header.status_code == 401
+
+
+def _with_empty_nonce(token: Delegation) -> str:
+    """``token`` re-encoded with ``nnc: ""`` in its block: another CID, the same signature
+    (the signed payload omits an empty nonce)."""
+    data = dag_cbor.decode(token.ucan.block)
+    data["nnc"] = ""
+    block = dag_cbor.encode(data)
+    variant = dag_cbor.encode({"ucan@0.9.1": cid_for(block)})
+    car = encode_car([cid_for(variant)], [(cid_for(block), block), (cid_for(variant), variant)])
+    return base64.b64encode(car).decode()
+
+
+async def test_a_revoked_delegation_re_encoded_stays_revoked(app: OracleApp) -> None:
+    user = Ed25519Signer.generate()
+    headers = auth_headers(user, app.state.oracle_did)
+    token = delegate(
+        user,
+        audience=app.state.oracle_did,
+        capabilities=[{"with": "ixo:memory", "can": "memory/*"}],
+        expiration=int(time.time()) + 3600,
+    )
+    variant = _with_empty_nonce(token)
+    async with client_for(app) as client:
+        # The variant is a valid delegation of its own (before the revocation)...
+        assert (
+            await client.get("/sessions", headers={"x-ucan-delegation": variant})
+        ).status_code == 200
+        stored = await client.post("/delegation", headers=headers, json={"raw": token.to_base64()})
+        assert stored.status_code == 200
+        assert (await client.delete("/delegation", headers=headers)).json() == {"ok": True}
+        # ...and once the user revoked the original, no re-encoding of it is adopted.
+        again = await client.post("/delegation", headers=headers, json={"raw": variant})
+        assert again.status_code == 400
+        assert again.json()["message"] == "Invalid UCAN delegation: REVOKED"
+        by_header = await client.get("/sessions", headers={"x-ucan-delegation": variant})
         assert by_header.status_code == 401
 
 

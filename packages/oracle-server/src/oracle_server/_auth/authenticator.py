@@ -48,10 +48,13 @@ class DelegationInfo:
 
     raw: str
     cid: str
+    """The key it is revoked under: its signed payload's CID (``Ucan.replay_key``)."""
     issuer: str
     audience: str
     capabilities: tuple[Mapping[str, Any], ...]
     expiration: int | None
+    block_cid: str = ""
+    """Its root block's CID (revocations stored before were keyed by it)."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,7 @@ class Authenticator:
         oracle_did: ``ORACLE_DID``, the audience every token must name.
         max_ttl: ``UCAN_AUTH_MAX_TTL_SECONDS``.
         verifier: Resolves and verifies issuers (did:key only in local mode).
-        is_revoked: ``async (cid) -> bool`` for delegations the user deleted.
+        is_revoked: ``async (*keys) -> bool`` for delegations the user deleted.
         clock: Wall clock (seconds).
     """
 
@@ -121,7 +124,7 @@ class Authenticator:
         oracle_did: str,
         max_ttl: int,
         verifier: ChainVerifier,
-        is_revoked: Callable[[str], Any] | None = None,
+        is_revoked: Callable[..., Any] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.oracle_did = oracle_did
@@ -167,7 +170,8 @@ class Authenticator:
             delegation = result.delegation
             cached = DelegationInfo(
                 raw=token,
-                cid=str(delegation.cid),
+                cid=delegation.ucan.replay_key(),
+                block_cid=str(delegation.cid),
                 issuer=result.invoker,
                 audience=delegation.audience,
                 capabilities=tuple(dict(c) for c in delegation.capabilities),
@@ -179,7 +183,7 @@ class Authenticator:
                 expires = min(float(result.expiration), expires)
             self._cache.put(key, cached, expires)
         assert isinstance(cached, DelegationInfo)
-        if self._is_revoked is not None and await self._is_revoked(cached.cid):
+        if self._is_revoked is not None and await self._is_revoked(cached.cid, cached.block_cid):
             return None
         return cached
 

@@ -60,6 +60,7 @@ async def handle_method_not_allowed(request: Request, exc: Exception) -> Respons
 
 SERVICE_UNAVAILABLE = "A service the oracle depends on is unavailable; try again shortly"
 
+
 def _service_errors() -> tuple[type[Exception], ...]:
     errors: list[type[Exception]] = [
         sqlalchemy.exc.OperationalError,

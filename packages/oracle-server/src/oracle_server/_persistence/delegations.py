@@ -30,7 +30,9 @@ class StoredDelegation:
     Attributes:
         user_did: The issuing user; one stored delegation per user.
         raw: Base64 CAR of the delegation.
-        cid: CID of the delegation's root block.
+        cid: The key the delegation is revoked under: its signed payload's CID
+            (``Ucan.replay_key``), the same for every re-encoding of it. Rows stored
+            before hold the root block's CID.
         issuer: ``iss`` of the delegation (equals ``user_did``).
         audience: ``aud`` of the delegation (``ORACLE_DID``).
         capabilities: ``att`` as JSON objects (``{"with", "can", "nb"?}``).
@@ -128,9 +130,13 @@ class DelegationStore:
         async with self._engine.begin() as conn:
             await conn.execute(statement)
 
-    async def is_revoked(self, cid: str) -> bool:
-        """Whether any user revoked the delegation with this CID."""
-        query = select(revoked_delegations.c.cid).where(revoked_delegations.c.cid == cid)
+    async def is_revoked(self, *cids: str) -> bool:
+        """Whether any user revoked a delegation under one of these keys.
+
+        Pass every key of the delegation: its signed payload's key (``replay_key``, the
+        same for every re-encoding) and its block's CID (what older rows hold).
+        """
+        query = select(revoked_delegations.c.cid).where(revoked_delegations.c.cid.in_(cids))
         async with self._engine.connect() as conn:
             return (await conn.execute(query)).first() is not None
 

@@ -37,8 +37,10 @@ async def store_delegation(request: Request) -> Response:
         raise HTTPError(400, ["audience does not match the delegation"])
     if dto.expiration is not None and int(dto.expiration) != result.expiration:
         raise HTTPError(400, ["expiration does not match the delegation"])
-    cid = str(delegation.cid)
-    if await server.storage.delegations.is_revoked(cid):
+    # Revoked under the signed payload's key: a re-encoding of the same signed UCAN (an
+    # empty nnc added, another CID) has another block CID, never another payload.
+    cid = delegation.ucan.replay_key()
+    if await server.storage.delegations.is_revoked(cid, str(delegation.cid)):
         raise HTTPError(400, "Invalid UCAN delegation: REVOKED")
     await server.storage.delegations.put(
         StoredDelegation(
