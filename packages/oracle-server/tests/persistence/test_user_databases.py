@@ -152,6 +152,31 @@ async def test_sessions_live_in_their_owners_file(
 # --- sharing, LRU and closing ---------------------------------------------------------
 
 
+async def test_reads_of_a_user_without_a_database_create_nothing(
+    open_dbs: Callable[..., UserDatabases],
+) -> None:
+    dbs = open_dbs()
+    assert await dbs.sessions.get(ALICE, "s1") is None
+    assert await dbs.sessions.list(ALICE) == ([], 0)
+    assert await dbs.sessions.touch(ALICE, "s1", NOON) is None
+    await dbs.sessions.set_title(ALICE, "s1", "A title")
+    await dbs.sessions.set_matrix_thread(ALICE, "s1", room_id="!r:x", thread_id="$t")
+    assert await dbs.sessions.delete(ALICE, "s1") is False
+    await dbs.delete_threads(ALICE, ["s1"])
+    assert await dbs.delete_session_threads(ALICE, "s1") == []
+    async with dbs.use_existing(ALICE) as absent:
+        assert absent is None
+    assert not dbs.base_path.exists()
+    assert dbs.open_users() == []
+
+    await dbs.sessions.create(session(ALICE, "s1"))
+    async with dbs.use_existing(ALICE) as present:
+        assert present is not None
+        assert present.refs == 1
+    assert dbs.path_for(ALICE).is_file()
+    assert [r.session_id for r in (await dbs.sessions.list(ALICE))[0]] == ["s1"]
+
+
 async def test_a_handle_is_shared_and_reference_counted(
     open_dbs: Callable[..., UserDatabases],
 ) -> None:
@@ -372,6 +397,10 @@ async def test_a_new_user_without_backup_starts_empty(
     page, total = await dbs.sessions.list(ALICE)
     assert (page, total) == ([], 0)
     assert [call[0] for call in restorer.calls] == [ALICE]
+    # A read creates nothing, not even the folder the restore was offered.
+    assert not dbs.base_path.exists()
+    await dbs.sessions.create(session(ALICE, "first"))
+    assert [call[0] for call in restorer.calls] == [ALICE, ALICE]
     assert dbs.path_for(ALICE).is_file()
 
 

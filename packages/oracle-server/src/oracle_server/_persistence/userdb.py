@@ -5,6 +5,10 @@ and LangGraph checkpoints, so one file is everything a user's conversations need
 unit the Matrix layer backs up and restores. Handles are opened on first use (restoring
 the file first when a restorer is set and the file is missing), shared while in use,
 closed least recently used beyond ``max_open``, and closed when idle.
+
+Only a write creates a user's file: reads open it with :meth:`UserDatabases.use_existing`,
+which answers ``None`` for a user with no data and leaves no file or folder behind, so a
+stranger's ``GET /sessions`` costs no storage.
 """
 
 from __future__ import annotations
@@ -160,7 +164,7 @@ class UserDatabases:
         self._session_clock = session_clock
         self._open: OrderedDict[str, UserDatabase] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
-        self._opening: set[asyncio.Future[UserDatabase]] = set()
+        self._opening: set[asyncio.Future[UserDatabase | None]] = set()
         self._closed = False
         self.sessions = UserSessions(self)
 
@@ -201,15 +205,34 @@ class UserDatabases:
 
     @contextlib.asynccontextmanager
     async def use(self, user_did: str) -> AsyncIterator[UserDatabase]:
-        """Hold the user's database open for the block (reference counted)."""
-        handle = await self._acquire(user_did)
+        """Hold the user's database open for the block (reference counted), creating it
+        when the user has none: for writes."""
+        handle = await self._acquire(user_did, create=True)
+        assert handle is not None  # created when absent
         try:
             yield handle
         finally:
-            handle.refs -= 1
-            handle.last_used = self._clock()
+            self._release(handle)
 
-    async def _acquire(self, user_did: str) -> UserDatabase:
+    @contextlib.asynccontextmanager
+    async def use_existing(self, user_did: str) -> AsyncIterator[UserDatabase | None]:
+        """Hold the user's database open for the block, or ``None`` when they have none.
+
+        For reads: a user with neither a file nor a backup gets ``None`` and nothing is
+        created, not even their folder. A backup is restored as :meth:`use` would.
+        """
+        handle = await self._acquire(user_did, create=False)
+        try:
+            yield handle
+        finally:
+            if handle is not None:
+                self._release(handle)
+
+    def _release(self, handle: UserDatabase) -> None:
+        handle.refs -= 1
+        handle.last_used = self._clock()
+
+    async def _acquire(self, user_did: str, *, create: bool) -> UserDatabase | None:
         if self._closed:
             raise RuntimeError("persistence.closed: the user databases are closed")
         if not user_did:
@@ -222,10 +245,12 @@ class UserDatabases:
                     # Shielded: a caller cancelled mid-open (an aborted turn) must not
                     # leave a half-opened connection behind; the open completes and the
                     # handle is adopted, to be reused or closed with the rest.
-                    opening = asyncio.ensure_future(self._open_handle(user_did))
+                    opening = asyncio.ensure_future(self._open_handle(user_did, create=create))
                     self._opening.add(opening)
                     opening.add_done_callback(functools.partial(self._adopt, user_did))
                     handle = await asyncio.shield(opening)
+                    if handle is None:
+                        return None
                     self._open.setdefault(user_did, handle)
         self._open.move_to_end(user_did)
         handle.refs += 1
@@ -233,17 +258,28 @@ class UserDatabases:
         await self._shrink()
         return handle
 
-    def _adopt(self, user_did: str, opening: asyncio.Future[UserDatabase]) -> None:
+    def _adopt(self, user_did: str, opening: asyncio.Future[UserDatabase | None]) -> None:
         self._opening.discard(opening)
         if opening.cancelled() or opening.exception() is not None:
             return
-        self._open.setdefault(user_did, opening.result())
+        handle = opening.result()
+        if handle is not None:
+            self._open.setdefault(user_did, handle)
 
-    async def _open_handle(self, user_did: str) -> UserDatabase:
+    async def _open_handle(self, user_did: str, *, create: bool) -> UserDatabase | None:
         path = self.path_for(user_did)
         if not path.exists() and self.restorer is not None:
+            made = _missing_folders(path.parent)
             path.parent.mkdir(parents=True, exist_ok=True)
-            await self.restorer.restore(user_did, self.storage_key(user_did), path)
+            try:
+                restored = await self.restorer.restore(user_did, self.storage_key(user_did), path)
+            except BaseException:
+                _remove_empty(made)
+                raise
+            if not restored and not create:
+                _remove_empty(made)
+        if not create and not path.exists():
+            return None
         path.parent.mkdir(parents=True, exist_ok=True)
         saver = await _open_saver(path)
         # Two pooled connections (opened lazily): a client's next message looks its session
@@ -313,9 +349,6 @@ class UserDatabases:
 
         return await self.close_user(user_did, before_close=_remove)
 
-    def _exists(self, user_did: str) -> bool:
-        return user_did in self._open or self.path_for(user_did).exists()
-
     # --- CheckpointerFactory ---------------------------------------------------------
 
     async def __call__(self, user_did: str) -> BaseCheckpointSaver[Any]:
@@ -325,16 +358,16 @@ class UserDatabases:
 
     async def delete_threads(self, user_did: str, thread_ids: Sequence[str]) -> None:
         """Delete these threads from the user's file; a user without a file has none."""
-        if not thread_ids or not self._exists(user_did):
+        if not thread_ids:
             return
-        async with self.use(user_did) as handle:
+        async with self.use_existing(user_did) as handle:
+            if handle is None:
+                return
             for thread_id in thread_ids:
                 await handle.saver.adelete_thread(thread_id)
 
     async def delete_session_threads(self, user_did: str, session_id: str) -> list[str]:
         """Delete the session's thread and its sub-agent threads ``"{session_id}_…"``."""
-        if not self._exists(user_did):
-            return []
         query = (
             "SELECT thread_id FROM checkpoints WHERE thread_id = ?"
             " OR thread_id LIKE ? ESCAPE '\\'"
@@ -342,7 +375,9 @@ class UserDatabases:
             " OR thread_id LIKE ? ESCAPE '\\'"
         )
         pattern = _like_prefix(f"{session_id}_")
-        async with self.use(user_did) as handle:
+        async with self.use_existing(user_did) as handle:
+            if handle is None:
+                return []
             saver = handle.saver
             async with (
                 saver.lock,
@@ -367,6 +402,24 @@ class UserDatabases:
                 logger.exception("closing a user database failed")
 
 
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and its ancestors that do not exist yet, deepest first."""
+    missing: list[Path] = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _remove_empty(folders: Sequence[Path]) -> None:
+    """Remove these folders, deepest first, where nothing was written into them."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another user's folder, a partial restore) or gone
+            return
+
+
 async def _open_saver(path: Path) -> AsyncSqliteSaver:
     import aiosqlite
 
@@ -389,7 +442,9 @@ class UserSessions:
     """The session store of embedded mode: each call goes to the owner's own file.
 
     Same methods as :class:`SessionStore`. Session ids are unique per user here (the
-    server generates UUIDs, so they are unique in practice across users too).
+    server generates UUIDs, so they are unique in practice across users too). Only
+    :meth:`create` makes a user's file; the others answer as for an empty file when the
+    user has none.
     """
 
     def __init__(self, databases: UserDatabases) -> None:
@@ -402,38 +457,42 @@ class UserSessions:
 
     async def get(self, user_did: str, session_id: str) -> SessionRecord | None:
         """The user's session, or ``None``."""
-        async with self._dbs.use(user_did) as db:
-            return await db.sessions.get(user_did, session_id)
+        async with self._dbs.use_existing(user_did) as db:
+            return None if db is None else await db.sessions.get(user_did, session_id)
 
     async def list(
         self, user_did: str, *, limit: int = 20, offset: int = 0, room_id: str | None = None
     ) -> tuple[builtins.list[SessionRecord], int]:
         """One page of the user's sessions, newest first, and their total."""
-        async with self._dbs.use(user_did) as db:
+        async with self._dbs.use_existing(user_did) as db:
+            if db is None:
+                return [], 0
             return await db.sessions.list(user_did, limit=limit, offset=offset, room_id=room_id)
 
     async def touch(
         self, user_did: str, session_id: str, when: datetime | None = None
     ) -> SessionRecord | None:
         """Move the session to the front of the list; the session as stored, or ``None``."""
-        async with self._dbs.use(user_did) as db:
-            return await db.sessions.touch(user_did, session_id, when)
+        async with self._dbs.use_existing(user_did) as db:
+            return None if db is None else await db.sessions.touch(user_did, session_id, when)
 
     async def set_title(self, user_did: str, session_id: str, title: str) -> None:
-        """Store a new title."""
-        async with self._dbs.use(user_did) as db:
-            await db.sessions.set_title(user_did, session_id, title)
+        """Store a new title (a user with no database has no session to title)."""
+        async with self._dbs.use_existing(user_did) as db:
+            if db is not None:
+                await db.sessions.set_title(user_did, session_id, title)
 
     async def set_matrix_thread(
         self, user_did: str, session_id: str, *, room_id: str, thread_id: str
     ) -> None:
         """Remember where the session's chat log goes."""
-        async with self._dbs.use(user_did) as db:
-            await db.sessions.set_matrix_thread(
-                user_did, session_id, room_id=room_id, thread_id=thread_id
-            )
+        async with self._dbs.use_existing(user_did) as db:
+            if db is not None:
+                await db.sessions.set_matrix_thread(
+                    user_did, session_id, room_id=room_id, thread_id=thread_id
+                )
 
     async def delete(self, user_did: str, session_id: str) -> bool:
         """Delete the user's session."""
-        async with self._dbs.use(user_did) as db:
-            return await db.sessions.delete(user_did, session_id)
+        async with self._dbs.use_existing(user_did) as db:
+            return False if db is None else await db.sessions.delete(user_did, session_id)
