@@ -43,6 +43,7 @@ from oracle_core._errors import (
 from oracle_core._hooks import MainAgentHooks, RouterInput
 from oracle_core._manifest import (
     Category,
+    ManifestBackends,
     ManifestExample,
     ManifestValidationResult,
     PluginManifest,
@@ -169,6 +170,7 @@ __all__ = [
     "LocalSecretsService",
     "MainAgentHooks",
     "MainAgentState",
+    "ManifestBackends",
     "ManifestExample",
     "ManifestValidationError",
     "ManifestValidationResult",

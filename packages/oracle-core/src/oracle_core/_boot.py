@@ -13,6 +13,7 @@ from oracle_core._context import OracleIdentity, PluginContext
 from oracle_core._errors import ManifestValidationError, OracleBootError
 from oracle_core._hookcall import MISSING, HookCaller
 from oracle_core._manifest import (
+    ManifestBackends,
     PluginManifest,
     apply_manifest_override,
     parse_manifest,
@@ -23,7 +24,13 @@ from oracle_core._prompt import CapabilityEntry, capability_budget
 from oracle_core._registries import AuthExcludedRoute, Registries
 from oracle_core._tools import PluginSubAgent, PluginTool
 
-__all__ = ["BootedPlugin", "apply_manifests", "enter_lifespans", "warm_plugins"]
+__all__ = [
+    "BootedPlugin",
+    "apply_manifests",
+    "declared_backends",
+    "enter_lifespans",
+    "warm_plugins",
+]
 
 
 @dataclass
@@ -81,6 +88,23 @@ def apply_manifests(
     if errors:
         raise ManifestValidationError(errors)
     return booted
+
+
+def declared_backends(
+    plugins: Sequence[OraclePlugin], overrides: Mapping[str, Mapping[str, Any]]
+) -> dict[str, ManifestBackends]:
+    """Each plugin's ``manifest.backends`` (overrides applied), read before resolution.
+
+    A manifest that does not parse declares nothing here; ``apply_manifests`` reports it.
+    """
+    declared: dict[str, ManifestBackends] = {}
+    for plugin in plugins:
+        manifest, _ = parse_manifest(plugin.manifest, plugin.name)
+        if manifest is not None and plugin.name in overrides:
+            manifest, _ = apply_manifest_override(manifest, overrides[plugin.name], plugin.name)
+        if manifest is not None and manifest.backends is not None:
+            declared[plugin.name] = manifest.backends
+    return declared
 
 
 def build_identity(config: OracleConfig, composed: ComposedConfig) -> OracleIdentity:

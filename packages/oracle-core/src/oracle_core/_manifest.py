@@ -11,6 +11,7 @@ from pydantic.alias_generators import to_camel
 
 __all__ = [
     "Category",
+    "ManifestBackends",
     "ManifestExample",
     "ManifestValidationResult",
     "PluginManifest",
@@ -69,11 +70,34 @@ class ManifestExample(_ManifestModel):
     args: dict[str, Any] | None = None
 
 
+class ManifestBackends(_ManifestModel):
+    """The backends a plugin can run on, and the variable that tells it which one.
+
+    The runtime chooses (03-plugins §0): the backend named by ``variable`` when it is set;
+    else ``default`` when the plugin's ``auto_detect`` passes; else ``embedded`` when the
+    plugin is forced on by ``features`` or the oracle runs with ``ORACLE_BACKEND=local``.
+    When it chooses ``embedded`` itself, it sets ``variable`` in the environment the
+    plugin's ``config_schema`` reads, so the plugin opens that backend.
+
+    Attributes:
+        variable: The environment variable naming the backend, e.g. ``MEMORY_BACKEND``.
+        default: The backend with the plugin's outside service, e.g. ``remote``.
+        embedded: The backend that runs in process with no outside service, or ``None``
+            when the plugin has none (forcing it on without its service then fails boot
+            with ``boot.plugin.env_missing``).
+    """
+
+    variable: str
+    default: str
+    embedded: str | None = None
+
+
 class PluginManifest(_ManifestModel):
     """What the model and the operator learn about a plugin.
 
     Field names are snake_case; the TypeScript camelCase spellings (``whenToUse``) are
-    accepted on input and produced by ``model_dump(by_alias=True)``.
+    accepted on input and produced by ``model_dump(by_alias=True)``. ``backends`` is for
+    the runtime and the operator only: the model never reads it.
     """
 
     title: str
@@ -85,10 +109,11 @@ class PluginManifest(_ManifestModel):
     category: Category | None = None
     visibility: Visibility = "on-demand"
     stability: Stability | None = None
+    backends: ManifestBackends | None = None
 
     def to_wire(self) -> dict[str, Any]:
         """The manifest as the model reads it: camelCase keys, unset optionals dropped."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"backends"})
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from oracle_core._errors import OracleBootError
+from oracle_core._manifest import ManifestBackends
 from oracle_core._plugin import OraclePlugin
 
 __all__ = [
     "BUNDLED_PLUGIN_NAMES",
+    "BackendSelection",
     "ExcludedPlugin",
     "FeatureValue",
     "PluginStatusChangeEvent",
@@ -80,6 +82,8 @@ class PluginStatusReport:
     soft_dep_gaps: list[SoftDependencyGap]
     versions: dict[str, str]
     failed: list[FailedPlugin] = field(default_factory=list)
+    backends: dict[str, str] = field(default_factory=dict)
+    """The backend each loaded plugin that declares ``backends`` runs on."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -89,6 +93,7 @@ class PluginStatusReport:
             "soft_dep_gaps": [vars(g) for g in self.soft_dep_gaps],
             "versions": dict(self.versions),
             "failed": [vars(f) for f in self.failed],
+            "backends": dict(self.backends),
         }
 
 
@@ -108,11 +113,80 @@ class PluginStatusChangeEvent:
 
 @dataclass
 class Resolution:
-    """Result of resolving candidates: included plugins in topological order."""
+    """Result of resolving candidates: included plugins in topological order.
+
+    Attributes:
+        backends: The chosen backend of each included plugin that declares them.
+        backend_env: Variables to set for the plugins' configs: the embedded backends the
+            runtime chose where the environment named none.
+    """
 
     ordered: list[OraclePlugin]
     excluded: list[ExcludedPlugin]
     soft_dep_gaps: list[SoftDependencyGap]
+    backends: dict[str, str] = field(default_factory=dict)
+    backend_env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BackendSelection:
+    """What the environment says about the backends (03-plugins §0).
+
+    Attributes:
+        declared: Each candidate's ``manifest.backends``, by plugin name.
+        env: The environment (the backend variables are read from it).
+        local: ``ORACLE_BACKEND=local``: a plugin with an embedded backend is on by default.
+    """
+
+    declared: Mapping[str, ManifestBackends] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    local: bool = False
+
+    def choose(self, name: str, *, ready: bool, forced: bool) -> str | None:
+        """The backend plugin ``name`` runs on; ``None`` when it has no backend to run on.
+
+        Args:
+            name: The plugin.
+            ready: Its ``auto_detect`` passed (or it has none).
+            forced: ``features[name] is True``.
+        """
+        declared = self.declared.get(name)
+        if declared is None:
+            return None
+        named = (self.env.get(declared.variable) or "").strip()
+        if named:
+            # The operator's choice; the plugin's config_schema checks the value.
+            return named if ready or named == declared.embedded else None
+        if ready:
+            return declared.default
+        if declared.embedded is not None and (forced or self.local):
+            return declared.embedded
+        return None
+
+    def announce(
+        self, name: str, backend: str, hint: str, *, forced: bool, logger: logging.Logger
+    ) -> dict[str, str]:
+        """Log that plugin ``name`` runs embedded without its environment; returns the
+        variable to set so that its config reads the backend (none when already named)."""
+        variable = self.declared[name].variable
+        named = bool((self.env.get(variable) or "").strip())
+        why = (
+            f"{variable} names it"
+            if named
+            else "forced on by features"
+            if forced
+            else "ORACLE_BACKEND=local"
+        )
+        logger.info(
+            "boot.plugin.embedded_backend: plugin '%s' runs on its embedded backend "
+            "(%s=%s): %s, and its environment is missing (%s)",
+            name,
+            variable,
+            backend,
+            why,
+            hint,
+        )
+        return {} if named else {variable: backend}
 
 
 def dedupe_candidates(
@@ -163,18 +237,26 @@ def resolve(
     features: Mapping[str, FeatureValue],
     auto_detect: Callable[[OraclePlugin], bool | None],
     logger: logging.Logger,
+    backends: BackendSelection | None = None,
 ) -> Resolution:
-    """Apply toggles, auto-detect and dependencies; sort topologically (CORE-26 … 30).
+    """Apply toggles, auto-detect, backends and dependencies; sort topologically
+    (CORE-26 … 30, 03-plugins §0).
 
     Args:
         candidates: Deduplicated candidates.
         features: Toggles by plugin name (missing = ``"auto"``).
         auto_detect: Runs a plugin's ``auto_detect``; ``None`` when it has none.
         logger: Boot logger.
+        backends: The declared backends and the environment choosing among them. A plugin
+            whose environment is missing still runs on its embedded backend when it is
+            forced on, or by default with ``ORACLE_BACKEND=local``.
     """
+    selection = backends or BackendSelection()
     by_name = {p.name: p for p in candidates}
     excluded: dict[str, ExcludedPlugin] = {}
     included: dict[str, OraclePlugin] = {}
+    chosen: dict[str, str] = {}
+    told: dict[str, dict[str, str]] = {}  # plugin → the backend variable set for it
     for plugin in candidates:
         toggle = features.get(plugin.name, "auto")
         if toggle is False:
@@ -183,10 +265,20 @@ def resolve(
             )
             continue
         detected = auto_detect(plugin)
-        if detected is None or detected:
+        ready = detected is None or detected
+        backend = selection.choose(plugin.name, ready=ready, forced=toggle is True)
+        if backend is not None:
+            chosen[plugin.name] = backend
+        if ready:
             included[plugin.name] = plugin
             continue
         hint = plugin.auto_detect_hint or "auto_detect returned False"
+        if backend is not None:
+            told[plugin.name] = selection.announce(
+                plugin.name, backend, hint, forced=toggle is True, logger=logger
+            )
+            included[plugin.name] = plugin
+            continue
         if toggle is True:
             raise OracleBootError(
                 f"plugin '{plugin.name}' is enabled by features but its environment is "
@@ -198,6 +290,41 @@ def resolve(
             plugin.name, "auto_detect_failed", f"auto_detect: {hint}"
         )
 
+    _cascade_dependencies(included, excluded, by_name, features, logger)
+
+    ordered = topological_order(list(included.values()))
+    gaps: list[SoftDependencyGap] = []
+    for plugin in ordered:
+        for soft in plugin.soft_depends_on:
+            if soft not in included:
+                logger.info(
+                    "boot.plugin.soft_dep_missing: plugin '%s' runs without optional '%s'",
+                    plugin.name,
+                    soft,
+                )
+                gaps.append(SoftDependencyGap(plugin.name, soft))
+    ordered_excluded = [excluded[p.name] for p in candidates if p.name in excluded]
+    return Resolution(
+        ordered=ordered,
+        excluded=ordered_excluded,
+        soft_dep_gaps=gaps,
+        backends={name: backend for name, backend in chosen.items() if name in included},
+        backend_env={k: v for name in told if name in included for k, v in told[name].items()},
+    )
+
+
+def _cascade_dependencies(
+    included: dict[str, OraclePlugin],
+    excluded: dict[str, ExcludedPlugin],
+    by_name: Mapping[str, OraclePlugin],
+    features: Mapping[str, FeatureValue],
+    logger: logging.Logger,
+) -> None:
+    """Exclude ``auto`` dependants of excluded plugins, to a fixed point (CORE-28).
+
+    Raises:
+        OracleBootError: ``boot.plugin.dep_missing`` for a dependency that cannot cascade.
+    """
     changed = True
     while changed:
         changed = False
@@ -239,20 +366,6 @@ def resolve(
                 del included[name]
                 changed = True
                 break
-
-    ordered = topological_order(list(included.values()))
-    gaps: list[SoftDependencyGap] = []
-    for plugin in ordered:
-        for soft in plugin.soft_depends_on:
-            if soft not in included:
-                logger.info(
-                    "boot.plugin.soft_dep_missing: plugin '%s' runs without optional '%s'",
-                    plugin.name,
-                    soft,
-                )
-                gaps.append(SoftDependencyGap(plugin.name, soft))
-    ordered_excluded = [excluded[p.name] for p in candidates if p.name in excluded]
-    return Resolution(ordered=ordered, excluded=ordered_excluded, soft_dep_gaps=gaps)
 
 
 def topological_order(plugins: Sequence[OraclePlugin]) -> list[OraclePlugin]:

@@ -20,6 +20,7 @@ from oracle_core._boot import (
     apply_manifests,
     build_identity,
     check_capability_budget,
+    declared_backends,
     enter_lifespans,
     warm_plugins,
 )
@@ -48,6 +49,7 @@ from oracle_core._plugin import OraclePlugin, check_plugin_object
 from oracle_core._providers import ProviderLLM, check_provider
 from oracle_core._registries import AuthExcludedRoute, Registries
 from oracle_core._resolution import (
+    BackendSelection,
     FailedPlugin,
     FeatureValue,
     PluginStatusChangeEvent,
@@ -91,6 +93,7 @@ class PluginsView:
             soft_dep_gaps=list(rt.soft_dep_gaps),
             versions={b.name: b.plugin.version for b in rt.booted},
             failed=list(rt.failed),
+            backends=dict(rt.backends),
         )
 
     def names(self) -> list[str]:
@@ -126,6 +129,7 @@ class OracleRuntime:
         self.excluded: list[Any] = []
         self.soft_dep_gaps: list[Any] = []
         self.failed: list[FailedPlugin] = []
+        self.backends: dict[str, str] = {}
         self.registries = Registries()
         self.routes: list[tuple[str, Any]] = []
         self.auth_excluded_routes: list[AuthExcludedRoute] = []
@@ -313,10 +317,13 @@ class OracleRuntime:
         logger = self.logger
         install_untraced_fast_path()
         self.oracle_config = inputs.config
-        ordered = await self._resolve_plugins(inputs)
+        ordered, backend_env = await self._resolve_plugins(inputs)
         self.booted = apply_manifests(ordered, inputs.manifest_overrides, logger)
+        # The embedded backends chosen for plugins reach them through their own variables.
         self.composed = compose_config(
-            inputs.env, [(b.name, b.plugin.config_schema) for b in self.booted], logger
+            {**inputs.env, **backend_env},
+            [(b.name, b.plugin.config_schema) for b in self.booted],
+            logger,
         )
         if inputs.check_llm:
             self._check_llm_provider(require=inputs.require_llm)
@@ -355,21 +362,30 @@ class OracleRuntime:
             ", ".join(f"{e.plugin} ({e.code})" for e in self.excluded) or "(none)",
         )
 
-    async def _resolve_plugins(self, inputs: BootInputs) -> list[OraclePlugin]:
-        """The included plugins in topological order; the others leave the hook caller."""
+    async def _resolve_plugins(
+        self, inputs: BootInputs
+    ) -> tuple[list[OraclePlugin], dict[str, str]]:
+        """The included plugins in topological order (the others leave the hook caller),
+        and the backend variables the runtime sets for them."""
         candidates = self._collect(inputs)
         check_features(inputs.features, [p.name for p in candidates], self.logger)
         active = [p for p in candidates if inputs.features.get(p.name) is not False]
         self.caller = HookCaller(active)
         detected = await self._auto_detect(active, inputs.env)
+        selection = BackendSelection(
+            declared=declared_backends(candidates, inputs.manifest_overrides),
+            env=inputs.env,
+            local=(inputs.env.get("ORACLE_BACKEND") or "").strip() == "local",
+        )
         resolution = resolve(
-            candidates, inputs.features, lambda p: detected.get(p.name), self.logger
+            candidates, inputs.features, lambda p: detected.get(p.name), self.logger, selection
         )
         self.excluded, self.soft_dep_gaps = resolution.excluded, resolution.soft_dep_gaps
+        self.backends = resolution.backends
         for plugin in active:
             if plugin not in resolution.ordered:
                 self.caller.unregister(plugin.name)
-        return resolution.ordered
+        return resolution.ordered, resolution.backend_env
 
     async def _auto_detect(
         self, active: Sequence[OraclePlugin], env: Mapping[str, str]

@@ -49,7 +49,9 @@ def auto_detect(env: Mapping[str, str]) -> bool:  # type: ignore[empty-body]
 
     Returns: ``True`` to include the plugin. With ``"auto"``, ``False`` excludes it
     (``auto_detect_failed``, the reason quotes ``auto_detect_hint``); with ``True``,
-    ``False`` fails boot with ``boot.plugin.env_missing``.
+    ``False`` fails boot with ``boot.plugin.env_missing``. A plugin whose manifest lists
+    an embedded backend (``backends.embedded``) is included on it instead when forced on,
+    or by default with ``ORACLE_BACKEND=local``.
 
     If it raises: boot fails.
     """

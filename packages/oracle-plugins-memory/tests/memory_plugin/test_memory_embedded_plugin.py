@@ -20,6 +20,7 @@ from oracle_core import (
     PluginSubAgent,
     RuntimeContext,
     UserInfo,
+    create_runtime,
 )
 from oracle_core.testing import (
     ScriptedChatModel,
@@ -310,17 +311,84 @@ async def test_one_instance_serves_one_runtime_at_a_time(tmp_path: Path) -> None
         assert "memory" in again.status().loaded
 
 
-async def test_without_a_url_or_the_embedded_backend_memory_stays_off(tmp_path: Path) -> None:
+async def test_the_conformance_suite_boots_memory_with_no_backend_variable(
+    tmp_path: Path,
+) -> None:
+    # Forced on by the suite with no MEMORY_MCP_URL: the embedded backend, unasked.
+    report = await validate_plugin(MemoryPlugin(), config={"SQLITE_DATABASE_PATH": str(tmp_path)})
+    assert report.ok, str(report)
+    assert (tmp_path / MEMORY_DATABASE_NAME).is_file()
+
+
+async def test_forced_on_without_a_url_memory_runs_embedded(tmp_path: Path) -> None:
+    # Outside local mode nothing turns memory on by default; forcing it selects embedded.
+    env = ixo_env(tmp_path)
+    runtime = await create_runtime(
+        {"name": "Forced"},
+        plugins=[MemoryPlugin(semantic=False)],
+        env=env,
+        discover_entry_points=False,
+        require_llm=False,
+    )
+    async with runtime:
+        [excluded] = runtime.plugins.status().excluded
+        assert (excluded.plugin, excluded.code) == ("memory", "auto_detect_failed")
+        assert "MEMORY_MCP_URL is set" in excluded.reason
+    forced = await create_runtime(
+        {"name": "Forced"},
+        plugins=[MemoryPlugin(semantic=False)],
+        features={"memory": True},
+        env=env,
+        discover_entry_points=False,
+        require_llm=False,
+    )
+    async with forced:
+        status = forced.plugins.status()
+        assert "memory" in status.loaded
+        assert status.backends == {"memory": "embedded"}
+        assert forced.plugin_configs["memory"].backend == "embedded"  # type: ignore[union-attr]
+    assert (tmp_path / MEMORY_DATABASE_NAME).is_file()
+
+
+async def test_in_local_mode_memory_is_on_by_default_and_embedded(tmp_path: Path) -> None:
     config = {"SQLITE_DATABASE_PATH": str(tmp_path)}
+    async with await create_test_runtime(
+        plugins=[MemoryPlugin(semantic=False)], config=config
+    ) as rt:
+        status = rt.status()
+        assert "memory" in status.loaded
+        assert status.backends == {"memory": "embedded"}
+        assert "memory-engine__add_memory" in await rt.list_tools()
+
+
+async def test_a_memory_engine_url_selects_the_remote_backend(tmp_path: Path) -> None:
+    config = {
+        "SQLITE_DATABASE_PATH": str(tmp_path),
+        "MEMORY_MCP_URL": "http://127.0.0.1:9/mcp/",
+        "MEMORY_ENGINE_URL": "http://127.0.0.1:9",
+    }
     async with await create_test_runtime(plugins=[MemoryPlugin()], config=config) as rt:
-        [excluded] = rt.status().excluded
-    assert (excluded.plugin, excluded.code) == ("memory", "auto_detect_failed")
-    assert "MEMORY_MCP_URL is set (or MEMORY_BACKEND=embedded)" in excluded.reason
-    with pytest.raises(OracleBootError, match="MEMORY_BACKEND=embedded") as forced:
-        await create_test_runtime(
-            plugins=[MemoryPlugin()], config=config, features={"memory": True}
-        )
-    assert forced.value.code == "boot.plugin.env_missing"
+        assert rt.status().backends == {"memory": "remote"}
+    assert not (tmp_path / MEMORY_DATABASE_NAME).exists()
+
+
+def ixo_env(tmp_path: Path) -> dict[str, str]:
+    """An IXO-mode environment for the core runtime alone (nothing here is contacted)."""
+    names = (
+        "ORACLE_NAME MATRIX_BASE_URL MATRIX_RECOVERY_PHRASE MATRIX_ORACLE_ADMIN_USER_ID "
+        "MATRIX_ORACLE_ADMIN_PASSWORD MATRIX_ORACLE_ADMIN_ACCESS_TOKEN MATRIX_ACCOUNT_ROOM_ID "
+        "MATRIX_VALUE_PIN BLOCKSYNC_GRAPHQL_URL ORACLE_DID SECP_MNEMONIC RPC_URL"
+    )
+    env = dict.fromkeys(names.split(), "x")
+    env.update(
+        {
+            "ORACLE_BACKEND": "ixo",
+            "NETWORK": "devnet",
+            "SQLITE_DATABASE_PATH": str(tmp_path),
+            "ORACLE_ENTITY_DID": "did:ixo:entity:forced",
+        }
+    )
+    return env
 
 
 async def test_a_remote_backend_needs_both_urls(tmp_path: Path) -> None:

@@ -54,7 +54,8 @@ def test_backend_selection_and_auto_detect() -> None:
     assert select_backend(None, None) == "embedded"
     assert select_backend("embedded", "https://engine.test/mcp") == "embedded"
     assert wants_memory({"MEMORY_MCP_URL": "https://engine.test/mcp"})
-    assert wants_memory({"MEMORY_BACKEND": "embedded"})
+    # The embedded backend is the runtime's choice (manifest ``backends``), not a gate.
+    assert not wants_memory({"MEMORY_BACKEND": "embedded"})
     assert not wants_memory({"MEMORY_MCP_URL": "  ", "MEMORY_BACKEND": "remote"})
     assert not wants_memory({})
 

@@ -82,11 +82,9 @@ def select_backend(backend: str | None, mcp_url: str | None) -> Backend:
 
 
 def wants_memory(env: Mapping[str, str]) -> bool:
-    """The plugin's auto-detect: a Memory Engine URL, or the embedded backend asked for.
+    """The plugin's auto-detect: a Memory Engine URL (Auto(``MEMORY_MCP_URL``)).
 
-    Without either the plugin stays off (Auto(``MEMORY_MCP_URL``)); asking for the embedded
-    backend by name is how it is forced on without a URL.
+    The embedded backend is the runtime's choice, from the manifest's ``backends``:
+    with ``MEMORY_BACKEND=embedded``, when the plugin is forced on, or in local mode.
     """
-    return bool(env.get("MEMORY_MCP_URL", "").strip()) or (
-        env.get("MEMORY_BACKEND", "").strip() == "embedded"
-    )
+    return bool(env.get("MEMORY_MCP_URL", "").strip())

@@ -86,7 +86,7 @@ class MemoryPlugin(OraclePlugin):
     name = "memory"
     version = "0.1.0"
     config_schema = MemoryConfig
-    auto_detect_hint = "MEMORY_MCP_URL is set (or MEMORY_BACKEND=embedded)"
+    auto_detect_hint = "MEMORY_MCP_URL is set"
     manifest = {
         "title": "Memory",
         "summary": "Remember what the user shares across conversations and recall it later.",
@@ -107,6 +107,8 @@ class MemoryPlugin(OraclePlugin):
         "category": "memory",
         "visibility": "always",
         "stability": "stable",
+        # Forced on, or in local mode, without a Memory Engine: the SQLite store.
+        "backends": {"variable": "MEMORY_BACKEND", "default": "remote", "embedded": "embedded"},
     }
 
     def __init__(
@@ -140,7 +142,8 @@ class MemoryPlugin(OraclePlugin):
     # --- resolution and lifetime -----------------------------------------------------
 
     def auto_detect(self, env: Mapping[str, str]) -> bool:
-        """On with ``MEMORY_MCP_URL``, or with ``MEMORY_BACKEND=embedded``."""
+        """On with ``MEMORY_MCP_URL``; the runtime picks the embedded backend otherwise
+        (``MEMORY_BACKEND=embedded``, forced on, or ``ORACLE_BACKEND=local``)."""
         return wants_memory(env)
 
     @asynccontextmanager
