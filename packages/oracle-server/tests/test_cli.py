@@ -14,7 +14,7 @@ import pytest
 from oracle_server import create_oracle_app
 from oracle_server._cli import _stream_turn, main
 from oracle_server.testing import OpenAIDouble, ToolCalls, serving
-from oracle_ucan import validate_auth_invocation
+from oracle_ucan import Ed25519Signer, validate_auth_invocation
 
 
 def local_env(tmp_path: Path, double: OpenAIDouble | None = None) -> dict[str, str]:
@@ -148,12 +148,16 @@ async def test_serve_answers_health_and_stops_on_sigint(tmp_path: Path) -> None:
     )
     try:
         async with httpx.AsyncClient() as client:
-            for _ in range(200):
+            # Booting loads every installed plugin (the embedded memory's model too).
+            for _ in range(1200):
                 try:
                     health = await client.get(f"http://127.0.0.1:{port}/health")
                     break
                 except httpx.ConnectError:
-                    await asyncio.sleep(0.05)
+                    if process.returncode is not None:
+                        errors = await process.stderr.read() if process.stderr else b""
+                        pytest.fail(f"oracle serve exited: {errors!r}")
+                    await asyncio.sleep(0.1)
             else:
                 pytest.fail("the served oracle never answered")
         assert health.json()["status"] == "ok"
@@ -162,3 +166,113 @@ async def test_serve_answers_health_and_stops_on_sigint(tmp_path: Path) -> None:
         async with asyncio.timeout(30):
             await process.wait()
     assert process.returncode == 0
+
+
+# --- the console script with a minimal environment ---------------------------------------
+
+ORACLE = Path(sys.executable).parent / "oracle"
+
+
+def run_oracle(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``oracle <args>`` as a newcomer runs it: a fresh HOME, nothing exported, in ``cwd``."""
+    (cwd / "home").mkdir(exist_ok=True)
+    environment = {"HOME": str(cwd / "home"), "PATH": "/usr/bin:/bin"}
+    environment.update({k: v for k, v in os.environ.items() if k.startswith("COVERAGE_")})
+    environment.update(env or {})
+    return subprocess.run(
+        [str(ORACLE), *args],
+        cwd=cwd,
+        env=environment,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def one_message(done: subprocess.CompletedProcess[str], command: str) -> str:
+    """The stderr of a failed command: one ``oracle <command>: …`` message, no traceback."""
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith(f"oracle {command}: "), done.stderr
+    return done.stderr
+
+
+async def test_token_with_nothing_exported_signs_for_the_local_oracle_here(
+    tmp_path: Path,
+) -> None:
+    done = run_oracle(tmp_path, "token")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    # The key `make run` serves with, under ./data/sqlite of the directory it runs in.
+    key = (tmp_path / "data" / "sqlite" / "oracle-dev-key.txt").read_text().strip()
+    result = await validate_auth_invocation(
+        done.stdout.strip(), audience=Ed25519Signer.parse(key).did()
+    )
+    assert result.ok, result.error
+
+
+def test_inspect_with_nothing_exported_reports_the_missing_model_and_backends(
+    tmp_path: Path,
+) -> None:
+    done = run_oracle(tmp_path, "inspect")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("Model: none configured (LLM_PROVIDER=openrouter needs ")
+    assert "OPEN_ROUTER_API_KEY" in lines[0]
+    # The installed memory plugin runs on its embedded backend in local mode.
+    [memory] = [line for line in lines if line.startswith("  memory ")]
+    assert memory.endswith("(always) backend: embedded")
+    assert "System prompt tokens per section: not built (boot.llm.key_missing)" in lines
+
+
+def test_inspect_names_the_model_when_one_is_configured(tmp_path: Path) -> None:
+    env = {**local_env(tmp_path), "PYTHONPATH": str(Path(__file__).parent)}
+    done = run_oracle(tmp_path, "inspect", "--app", "cli_app:create_app", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "Model: m (openai-compatible, http://127.0.0.1:9/v1)"
+
+
+def test_serve_without_a_model_is_one_message_and_exit_code_2(tmp_path: Path) -> None:
+    done = run_oracle(tmp_path, "serve", env={"ORACLE_BACKEND": "local"})
+    assert done.returncode == 2
+    message = one_message(done, "serve")
+    assert message.count("\n") == 1
+    assert message.startswith("oracle serve: boot.llm.key_missing: LLM_PROVIDER=openrouter")
+    assert "OPEN_ROUTER_API_KEY" in message
+
+
+def test_serve_on_the_ixo_backend_names_every_missing_variable(tmp_path: Path) -> None:
+    done = run_oracle(tmp_path, "serve")
+    assert done.returncode == 2
+    message = one_message(done, "serve")
+    assert message.startswith("oracle serve: boot.config.invalid: ")
+    for variable in ("ORACLE_DID", "MATRIX_BASE_URL", "SECP_MNEMONIC"):
+        assert f"'{variable}': required when ORACLE_BACKEND=ixo" in message
+
+
+@pytest.mark.parametrize("command", ["token", "inspect", "chat", "serve"])
+def test_a_bad_setting_is_one_message_and_exit_code_2(tmp_path: Path, command: str) -> None:
+    done = run_oracle(tmp_path, command, env={"ORACLE_BACKEND": "local", "PORT": "abc"})
+    assert done.returncode == 2
+    assert "'PORT': Input should be a valid integer" in one_message(done, command)
+
+
+def test_an_app_that_does_not_load_is_exit_code_2(tmp_path: Path) -> None:
+    done = run_oracle(tmp_path, "inspect", "--app", "no_such_module:create_app")
+    assert done.returncode == 2
+    assert "--app no_such_module:create_app does not load" in one_message(done, "inspect")
+
+
+def test_chat_with_no_oracle_running_says_how_to_start_one(tmp_path: Path) -> None:
+    from oracle_server.testing import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    done = run_oracle(tmp_path, "chat", "--url", url, stdin="hello\n")
+    assert done.returncode == 1
+    message = one_message(done, "chat")
+    assert f"cannot reach the oracle at {url}" in message
+    assert "make run" in message

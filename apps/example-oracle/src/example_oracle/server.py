@@ -18,7 +18,11 @@ LOCAL_DEFAULTS = {
 
 
 async def create_app(env: Mapping[str, str] | None = None) -> OracleApp:
-    """The example oracle; local defaults fill what the environment leaves unset."""
+    """The example oracle; local defaults fill what the environment leaves unset.
+
+    The installed plugin distributions join the example's own: in local mode each one
+    that has an embedded backend (memory) runs on it, with no variable to set.
+    """
     environment = {**LOCAL_DEFAULTS, **dict(os.environ if env is None else env)}
     return await create_oracle_app(
         {
@@ -28,6 +32,5 @@ async def create_app(env: Mapping[str, str] | None = None) -> OracleApp:
         },
         plugins=example_plugins(),
         env=environment,
-        discover_entry_points=False,
         require_llm=False,
     )

@@ -74,7 +74,7 @@ from oracle_core._prompt import (
     compose_system_prompt,
     inline_prompt_value,
 )
-from oracle_core._providers import PROVIDERS, ProviderLLM, get_provider_chat_model
+from oracle_core._providers import PROVIDERS, ProviderLLM, check_provider, get_provider_chat_model
 from oracle_core._registries import AuthExcludedRoute, Registries
 from oracle_core._resolution import (
     BUNDLED_PLUGIN_NAMES,
@@ -232,6 +232,7 @@ __all__ = [
     "UnknownModelRoleError",
     "UserInfo",
     "Visibility",
+    "check_provider",
     "compose_system_prompt",
     "count_tokens",
     "create_runtime",

@@ -6,58 +6,148 @@
     oracle chat [--url URL] [--session ID] [--model ID]
 
 ``--app`` names an async factory returning an ``OracleApp`` (default: an oracle of the
-installed plugins, named by ``ORACLE_NAME``). ``token`` and ``chat`` work in local mode
-(``ORACLE_BACKEND=local``): they sign as a development user whose key is kept next to
-the oracle's development key under ``SQLITE_DATABASE_PATH``.
+installed plugins, named by ``ORACLE_NAME``). ``token``, ``chat`` and ``inspect`` are
+development commands: with ``ORACLE_BACKEND`` unset they run in local mode, as
+``make run`` serves, and ``token`` and ``chat`` sign as a development user whose key is
+kept next to the oracle's development key under ``SQLITE_DATABASE_PATH``
+(``./data/sqlite``). ``serve`` takes the environment as it is (``ORACLE_BACKEND``
+defaults to ``ixo``).
+
+A configuration error (an invalid or missing variable, a plugin that cannot boot, an
+``--app`` that does not load) is one message on stderr and exit code 2; an oracle that
+cannot be reached is exit code 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import json
+import logging
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from oracle_core import OracleBootError, OracleError, check_provider
 from oracle_server._app import OracleApp
 from oracle_server._auth.keys import DEV_KEY_FILE, development_key, oracle_signer
 from oracle_server._boot import create_oracle_app
-from oracle_server._settings import load_settings
+from oracle_server._settings import ServerSettings, load_settings
 from oracle_ucan import Ed25519Signer, invoke
 
-__all__ = ["main"]
+__all__ = ["CommandError", "main"]
 
 DEV_USER_KEY_FILE = "dev-user-key.txt"
+DEVELOPMENT_COMMANDS = ("token", "chat", "inspect")
+CONFIGURATION_EXIT_CODE = 2
+UNREACHABLE_EXIT_CODE = 1
 
 AppFactory = Callable[[], Awaitable[OracleApp]]
 
 
-def _default_factory() -> Awaitable[OracleApp]:
-    return create_oracle_app({"name": os.environ.get("ORACLE_NAME") or "Oracle"})
+class CommandError(Exception):
+    """Something the user fixes: printed as one message on stderr, then ``exit_code``."""
+
+    def __init__(self, message: str, *, exit_code: int = CONFIGURATION_EXIT_CODE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
-def _load_factory(spec: str | None) -> AppFactory:
+def development_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with ``ORACLE_BACKEND=local`` when it names no backend (as ``make run``)."""
+    if (env.get("ORACLE_BACKEND") or "").strip():
+        return dict(env)
+    return {**env, "ORACLE_BACKEND": "local"}
+
+
+@contextlib.contextmanager
+def _development_environ() -> Iterator[None]:
+    # An --app factory reads os.environ itself; the default backend is set for its call.
+    previous = os.environ.get("ORACLE_BACKEND")
+    os.environ.update(development_env(os.environ))
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("ORACLE_BACKEND", None)
+        else:
+            os.environ["ORACLE_BACKEND"] = previous
+
+
+class _HeldRecords(logging.Handler):
+    """Keeps the boot's warnings and errors until it is known whether the boot failed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def _boot_logs() -> Iterator[None]:
+    """Show the boot's log only when it succeeds: a failed boot is the one message the
+    command prints, not that message again as log lines before it.
+
+    Logging configured by the host is left alone.
+    """
+    root = logging.getLogger()
+    if root.handlers:
+        yield
+        return
+    held = _HeldRecords()
+    root.addHandler(held)
+    try:
+        yield
+    finally:
+        root.removeHandler(held)
+    shown = logging.lastResort
+    if shown is not None:
+        for record in held.records:
+            shown.handle(record)
+
+
+def _default_factory(*, require_llm: bool = True) -> AppFactory:
+    def create() -> Awaitable[OracleApp]:
+        name = os.environ.get("ORACLE_NAME") or "Oracle"
+        return create_oracle_app({"name": name}, require_llm=require_llm)
+
+    return create
+
+
+def _load_factory(spec: str | None, *, require_llm: bool = True) -> AppFactory:
     if not spec:
-        return _default_factory
+        return _default_factory(require_llm=require_llm)
     module_name, _, attr = spec.partition(":")
-    factory = getattr(importlib.import_module(module_name), attr or "create_app")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr or "create_app")
+    except (ImportError, AttributeError) as exc:
+        raise CommandError(
+            f"--app {spec} does not load ({type(exc).__name__}: {exc}); name an async "
+            "factory as module:function, e.g. example_oracle.server:create_app"
+        ) from exc
     if not callable(factory):
-        raise SystemExit(f"{spec} is not callable")
+        raise CommandError(f"--app {spec} is not callable; name an async factory")
     return factory  # type: ignore[no-any-return]
 
 
-def _dev_user() -> Ed25519Signer:
-    settings = load_settings(os.environ)
+def _settings(env: Mapping[str, str]) -> ServerSettings:
+    return load_settings(development_env(env))
+
+
+def _dev_user(env: Mapping[str, str]) -> Ed25519Signer:
+    settings = _settings(env)
     return development_key(Path(settings.sqlite_path) / DEV_USER_KEY_FILE)
 
 
-def _oracle_did() -> str:
-    settings = load_settings(os.environ)
+def _oracle_did(env: Mapping[str, str]) -> str:
+    settings = _settings(env)
     if settings.oracle_did:
         return settings.oracle_did
     dev_key = Path(settings.sqlite_path) / DEV_KEY_FILE
@@ -65,23 +155,38 @@ def _oracle_did() -> str:
         return Ed25519Signer.parse(dev_key.read_text().strip()).did()
     signer = oracle_signer(settings)
     if signer is None:
-        raise SystemExit("set ORACLE_DID, or run with ORACLE_BACKEND=local")
+        raise CommandError(
+            "the oracle's DID is unknown: set ORACLE_DID, or unset ORACLE_BACKEND to sign "
+            "for the local oracle served from this directory"
+        )
     return signer.did()
 
 
-def dev_token(ttl: int = 600) -> str:
-    """A development auth invocation from the local dev user to this oracle."""
-    user = _dev_user()
+def dev_token(ttl: int = 600, env: Mapping[str, str] | None = None) -> str:
+    """A development auth invocation from the local dev user to this oracle.
+
+    Args:
+        ttl: Seconds the invocation is valid.
+        env: The environment (default ``os.environ``); local mode unless it names a
+            backend.
+
+    Raises:
+        EnvValidationError: a variable is invalid.
+        CommandError: the oracle's DID cannot be known.
+    """
+    environment = os.environ if env is None else env
+    user = _dev_user(environment)
     return invoke(
         user,
-        audience=_oracle_did(),
+        audience=_oracle_did(environment),
         capability={"with": user.did(), "can": "*"},
         expiration=int(time.time()) + ttl,
     ).to_base64()
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    app = await _load_factory(args.app)()
+    with _boot_logs():
+        app = await _load_factory(args.app)()
     settings = app.state.settings
     host = args.host or settings.host
     port = args.port if args.port is not None else settings.port
@@ -103,34 +208,58 @@ def _signals() -> Callable[[], Awaitable[None]]:
     return stopped
 
 
+def model_status(settings: ServerSettings) -> str:
+    """The ``Model`` line of ``inspect``: the default model, or why there is none."""
+    try:
+        check_provider(settings)
+    except OracleBootError as exc:
+        return f"Model: none configured ({exc}); every turn fails until it is set"
+    if settings.llm_provider == "openai-compatible":
+        main = settings.role_models().get("main", settings.openai_compatible_model)
+        return f"Model: {main} (openai-compatible, {settings.openai_compatible_base_url})"
+    return f"Model: {settings.llm_provider}"
+
+
 async def _inspect(args: argparse.Namespace) -> None:
     from oracle_core import SessionInfo, TurnRequest, UserInfo
 
-    app = await _load_factory(args.app)()
+    with _development_environ(), _boot_logs():
+        app = await _load_factory(args.app, require_llm=False)()
     try:
+        print(model_status(app.state.settings))
         status = app.plugins.status()
         print("Plugins")
         for name in status.loaded:
             manifest = app.runtime.registries.manifests[name]
-            print(f"  {name} {status.versions.get(name, '')} ({manifest.visibility})")
+            backend = status.backends.get(name)
+            print(
+                f"  {name} {status.versions.get(name, '')} ({manifest.visibility})"
+                + (f" backend: {backend}" if backend else "")
+            )
         for excluded in status.excluded:
             print(f"  - {excluded.plugin}: {excluded.code} ({excluded.reason})")
         for failed in status.failed:
             print(f"  ! {failed.plugin}: {failed.reason}")
-        built = await app.runtime.build_agent(
-            TurnRequest(
-                user=UserInfo(did="did:key:inspect"),
-                session=SessionInfo(id="inspect"),
-                message="inspect",
+        tools = "not built"
+        try:
+            built = await app.runtime.build_agent(
+                TurnRequest(
+                    user=UserInfo(did="did:key:inspect"),
+                    session=SessionInfo(id="inspect"),
+                    message="inspect",
+                )
             )
-        )
-        print("System prompt tokens per section")
-        for key, tokens in built.prompt.token_report().items():
-            print(f"  {key:24s} {tokens:6d}")
+        except OracleBootError as exc:  # no model: the build stops at the model
+            print(f"System prompt tokens per section: not built ({exc.code})")
+        else:
+            tools = str(len(built.tools))
+            print("System prompt tokens per section")
+            for key, tokens in built.prompt.token_report().items():
+                print(f"  {key:24s} {tokens:6d}")
         print("Routes")
         for route in app.state.runtime.routes:
             print(f"  {route[0]}: {getattr(route[1], 'path', route[1])}")
-        print(f"Tools bound: {len(built.tools)}")
+        print(f"Tools bound: {tools}")
     finally:
         await app.aclose()
 
@@ -142,9 +271,7 @@ async def _chat(args: argparse.Namespace) -> None:
     async with httpx.AsyncClient(base_url=args.url, headers=headers, timeout=None) as client:
         session_id = args.session
         if not session_id:
-            response = await client.post("/sessions")
-            response.raise_for_status()
-            session_id = response.json()["sessionId"]
+            session_id = await _new_session(client, args.url)
         print(f"Session {session_id}. Empty line or Ctrl-D to quit.")
         while True:
             try:
@@ -154,6 +281,32 @@ async def _chat(args: argparse.Namespace) -> None:
             if not text.strip():
                 return
             await _stream_turn(client, session_id, text, model=args.model)
+
+
+async def _new_session(client: Any, url: str) -> str:
+    import httpx
+
+    try:
+        response = await client.post("/sessions")
+    except httpx.TransportError as exc:
+        raise CommandError(
+            f"cannot reach the oracle at {url} ({type(exc).__name__}); start it with "
+            "`make run` (or `oracle serve`), or pass --url",
+            exit_code=UNREACHABLE_EXIT_CODE,
+        ) from exc
+    if response.status_code == 401:
+        raise CommandError(
+            f"the oracle at {url} refused the development token (401): it signs for the "
+            "local oracle whose key is under SQLITE_DATABASE_PATH (./data/sqlite); run "
+            "`oracle chat` from the directory the oracle serves from, or set "
+            "SQLITE_DATABASE_PATH or ORACLE_DID to match it"
+        )
+    if response.status_code != 201:
+        raise CommandError(
+            f"the oracle at {url} answered {response.status_code} to POST /sessions: "
+            f"{response.text[:200]}"
+        )
+    return str(response.json()["sessionId"])
 
 
 async def _stream_turn(
@@ -205,14 +358,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     chat.add_argument("--session")
     chat.add_argument("--model", help="a model id listed by GET /models (default: the oracle's)")
     args = parser.parse_args(argv)
-    if args.command == "token":
-        print(dev_token(args.ttl))
-        return
-    runner = {"serve": _serve, "inspect": _inspect, "chat": _chat}[args.command]
     try:
+        if args.command == "token":
+            print(dev_token(args.ttl))
+            return
+        runner = {"serve": _serve, "inspect": _inspect, "chat": _chat}[args.command]
         asyncio.run(runner(args))
     except KeyboardInterrupt:
         sys.exit(130)
+    except CommandError as exc:
+        _fail(args.command, str(exc), exc.exit_code)
+    except OracleError as exc:
+        # Boot and settings errors carry their code and fix; the traceback helps nobody.
+        _fail(args.command, f"{exc.code}: {exc}", CONFIGURATION_EXIT_CODE)
+
+
+def _fail(command: str, message: str, exit_code: int) -> None:
+    print(f"oracle {command}: {message}", file=sys.stderr)
+    sys.exit(exit_code)
 
 
 if __name__ == "__main__":
