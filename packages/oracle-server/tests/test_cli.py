@@ -227,6 +227,8 @@ def test_inspect_with_nothing_exported_reports_the_missing_model_and_backends(
     [memory] = [line for line in lines if line.startswith("  memory ")]
     assert memory.endswith("(always) backend: embedded")
     assert "System prompt tokens per section: not built (boot.llm.key_missing)" in lines
+    user_dbs = tmp_path / "data" / "sqlite" / "user_dbs"
+    assert not user_dbs.exists() or not any(user_dbs.iterdir())
 
 
 def test_inspect_names_the_model_when_one_is_configured(tmp_path: Path) -> None:
@@ -234,6 +236,9 @@ def test_inspect_names_the_model_when_one_is_configured(tmp_path: Path) -> None:
     done = run_oracle(tmp_path, "inspect", "--app", "cli_app:create_app", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "Model: m (openai-compatible, http://127.0.0.1:9/v1)"
+    assert "System prompt tokens per section" in done.stdout.splitlines()
+    # The prompt was built for a made-up user, whose database does not stay behind.
+    assert not (tmp_path / "user_dbs").exists() or not any((tmp_path / "user_dbs").iterdir())
 
 
 def test_serve_without_a_model_is_one_message_and_exit_code_2(tmp_path: Path) -> None:

@@ -37,13 +37,14 @@ from oracle_core import OracleBootError, OracleError, check_provider
 from oracle_server._app import OracleApp
 from oracle_server._auth.keys import DEV_KEY_FILE, development_key, oracle_signer
 from oracle_server._boot import create_oracle_app
+from oracle_server._persistence import UserDatabases
 from oracle_server._settings import ServerSettings, load_settings
 from oracle_ucan import Ed25519Signer, invoke
 
 __all__ = ["CommandError", "main"]
 
 DEV_USER_KEY_FILE = "dev-user-key.txt"
-DEVELOPMENT_COMMANDS = ("token", "chat", "inspect")
+INSPECT_USER = "did:key:inspect"
 CONFIGURATION_EXIT_CODE = 2
 UNREACHABLE_EXIT_CODE = 1
 
@@ -244,7 +245,7 @@ async def _inspect(args: argparse.Namespace) -> None:
         try:
             built = await app.runtime.build_agent(
                 TurnRequest(
-                    user=UserInfo(did="did:key:inspect"),
+                    user=UserInfo(did=INSPECT_USER),
                     session=SessionInfo(id="inspect"),
                     message="inspect",
                 )
@@ -256,6 +257,10 @@ async def _inspect(args: argparse.Namespace) -> None:
             print("System prompt tokens per section")
             for key, tokens in built.prompt.token_report().items():
                 print(f"  {key:24s} {tokens:6d}")
+        finally:
+            # The build opened a user database for its made-up user; inspecting stores nothing.
+            if isinstance(app.state.checkpointers, UserDatabases):
+                await app.state.checkpointers.remove_user(INSPECT_USER)
         print("Routes")
         for route in app.state.runtime.routes:
             print(f"  {route[0]}: {getattr(route[1], 'path', route[1])}")
