@@ -81,7 +81,13 @@ from oracle_server.testing._matrix import (
     user_headers,
     wait_ready,
 )
-from oracle_server.testing._openai_double import ChatRequest, OpenAIDouble, Step, ToolCalls
+from oracle_server.testing._openai_double import (
+    ChatRequest,
+    OpenAIDouble,
+    Paced,
+    Step,
+    ToolCalls,
+)
 from oracle_server.testing._plugins import Announcer, CityArgs, ClockPlugin, WeatherPlugin
 from oracle_server.testing._proxy import TcpProxy
 from oracle_server.testing._redis import (
@@ -136,6 +142,7 @@ __all__ = [
     "OpenAIDouble",
     "OracleAccount",
     "OracleUser",
+    "Paced",
     "PerReadSseParser",
     "PersistentSseParser",
     "RedisTestTarget",

@@ -34,7 +34,7 @@ from starlette.routing import Route
 from oracle_core.testing import mark_sensitive
 from oracle_server.testing._loopback import LoopbackServer
 
-__all__ = ["ChatRequest", "OpenAIDouble", "Step", "ToolCalls"]
+__all__ = ["ChatRequest", "OpenAIDouble", "Paced", "Step", "ToolCalls"]
 
 _logger = logging.getLogger("oracle_server.testing._openai_double")
 
@@ -99,8 +99,26 @@ class ChatRequest:
         return None
 
 
-Step: TypeAlias = str | ToolCalls | Callable[[ChatRequest], str | ToolCalls]
-"""One scripted model turn: a text reply, tool calls, or a function of the request."""
+@dataclass(frozen=True)
+class Paced:
+    """A scripted step served slowly: a model that stalls, or one that trickles.
+
+    Attributes:
+        step: The reply (text, tool calls, or a function of the request).
+        first_byte_after: Seconds before anything of the answer is sent, headers included
+            (a model stalled before its first byte).
+        between_chunks: Seconds between streamed frames, instead of the double's
+            ``delay_between_chunks`` (a trickling stream).
+    """
+
+    step: str | ToolCalls | Callable[[ChatRequest], str | ToolCalls]
+    first_byte_after: float = 0.0
+    between_chunks: float | None = None
+
+
+Step: TypeAlias = str | ToolCalls | Paced | Callable[[ChatRequest], str | ToolCalls]
+"""One scripted model turn: a text reply, tool calls, a paced step, or a function of the
+request."""
 
 
 def _text_of(content: Any) -> str:
@@ -111,6 +129,17 @@ def _text_of(content: Any) -> str:
         parts = (p for p in content if isinstance(p, dict) and p.get("type") == "text")
         return "".join(str(p.get("text", "")) for p in parts)
     return ""
+
+
+def _wire_json(value: Any) -> str:
+    """JSON as OpenAI sends it: UTF-8 text, with ``\\u`` escapes only for what UTF-8
+    cannot hold (a lone surrogate, which a scripted step may carry on purpose)."""
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(value)
+    return text
 
 
 def _estimate_tokens(text: str) -> int:
@@ -129,6 +158,8 @@ class _Reply:
 
     text: str
     calls: list[tuple[str, str, str]] = field(default_factory=list)  # (id, name, arguments)
+    first_byte_after: float = 0.0
+    between_chunks: float | None = None
 
     @property
     def finish_reason(self) -> str:
@@ -291,13 +322,18 @@ class OpenAIDouble(LoopbackServer):
             _logger.exception("a scripted step raised")
             return self._error(500, f"step raised {exc!r}", "step_failed", "server_error")
         completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        if reply.first_byte_after > 0:
+            await asyncio.sleep(reply.first_byte_after)
         if chat.stream:
             return StreamingResponse(
                 self._stream(chat, reply, completion_id),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache"},
             )
-        return JSONResponse(self._completion(chat, reply, completion_id))
+        return Response(
+            _wire_json(self._completion(chat, reply, completion_id)),
+            media_type="application/json",
+        )
 
     def _error(
         self, status: int, message: str, code: str, kind: str = "invalid_request_error"
@@ -326,9 +362,11 @@ class OpenAIDouble(LoopbackServer):
                 f"OpenAIDouble has no step left for request #{len(self.requests)}; "
                 "add steps, pass auto_reply, or use on_exhausted='repeat_last'"
             )
-        value = step(chat) if callable(step) else step
+        pace = step if isinstance(step, Paced) else Paced("")
+        inner = step.step if isinstance(step, Paced) else step
+        value = inner(chat) if callable(inner) else inner
         if isinstance(value, str):
-            return _Reply(text=value)
+            return _Reply(value, [], pace.first_byte_after, pace.between_chunks)
         if isinstance(value, ToolCalls):
             calls = []
             for index, (name, args) in enumerate(value.calls):
@@ -336,7 +374,7 @@ class OpenAIDouble(LoopbackServer):
                 arguments = json.dumps(args, ensure_ascii=False)
                 call_id = value.ids[index] if index < len(value.ids) else None
                 calls.append((call_id or f"call_{self._call_count}", name, arguments))
-            return _Reply(text=value.text, calls=calls)
+            return _Reply(value.text, calls, pace.first_byte_after, pace.between_chunks)
         raise TypeError(f"a step must give str or ToolCalls, not {type(value).__name__}")
 
     def _usage(self, chat: ChatRequest, reply: _Reply) -> dict[str, Any]:
@@ -429,7 +467,7 @@ class OpenAIDouble(LoopbackServer):
             }
             if include_usage:
                 chunk["usage"] = usage
-            return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+            return f"data: {_wire_json(chunk)}\n\n"
 
         def choice(delta: dict[str, Any], finish: str | None = None) -> list[dict[str, Any]]:
             return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
@@ -440,10 +478,11 @@ class OpenAIDouble(LoopbackServer):
             frames.append(frame([], self._usage(chat, reply)))
         frames.append("data: [DONE]\n\n")
         finished = False
+        delay = self.delay_between_chunks if reply.between_chunks is None else reply.between_chunks
         try:
             for index, text in enumerate(frames):
-                if index and self.delay_between_chunks > 0:
-                    await asyncio.sleep(self.delay_between_chunks)
+                if index and delay > 0:
+                    await asyncio.sleep(delay)
                 yield text
             finished = True
         finally:
