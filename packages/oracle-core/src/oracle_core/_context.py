@@ -69,13 +69,19 @@ class UserInfo:
 
 @dataclass(frozen=True)
 class SessionInfo:
-    """The session (thread) a request belongs to."""
+    """The session (thread) a request belongs to.
+
+    ``request_id`` is the client's id for the request (any string it chose);
+    ``run_id`` is the host's own id for the turn, which the host routes the turn's
+    events by (``None`` outside a turn, or when the host issues none).
+    """
 
     id: str
     client: Client = "portal"
     ws_id: str | None = None
     request_id: str | None = None
     room_id: str | None = None
+    run_id: str | None = None
 
 
 class AbortSignal:
@@ -140,6 +146,7 @@ class Emitter:
                 session_id=self._session.id,
                 request_id=self._session.request_id,
                 user_did=self._user_did,
+                run_id=self._session.run_id,
             )
         )
 

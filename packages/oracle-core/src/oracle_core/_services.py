@@ -418,13 +418,17 @@ class PermissiveUcanService:
 
 @dataclass(frozen=True)
 class OracleEvent:
-    """An event for the client of one session (socket.io in the server)."""
+    """An event for the client of one session (socket.io in the server).
+
+    ``run_id`` is the host's id of the turn that emitted it (``SessionInfo.run_id``).
+    """
 
     name: str
     payload: Mapping[str, Any]
     session_id: str | None = None
     request_id: str | None = None
     user_did: str | None = None
+    run_id: str | None = None
 
 
 @runtime_checkable
