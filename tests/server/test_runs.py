@@ -112,8 +112,9 @@ async def test_a_dropped_stream_is_rejoined_exactly(serve: Serve, slow_llm: Open
         for after in (1, len(everything) // 2, len(everything) - 1):
             _, tail = await rejoin(client, run_id, after, headers)
             assert [e.id for e in tail] == list(range(after + 1, len(everything) + 1))
-        _, nothing = await rejoin(client, run_id, len(everything), headers)
-        assert nothing == []
+        # Nothing left to send: one closing frame with the stored status.
+        _, closing = await rejoin(client, run_id, len(everything), headers)
+        assert [(e.event, e.data["status"]) for e in closing] == [("done", "finished")]
 
         assert (await client.get(f"/sessions/{session}/run", headers=headers)).json() == {
             "run": None

@@ -429,6 +429,8 @@ def build_turns(
         user_scope=persistence.user_dbs.use if persistence.user_dbs is not None else None,
         stored_delegation=persistence.storage.delegations.usable,
         runs=replicas.runs,
+        idle_timeout=settings.turn_idle_timeout_seconds,
+        deadline=settings.turn_deadline_seconds,
     )
     # SRV-54: aborts reach the replica running the turn, wherever they arrive.
     runner.abort_elsewhere = replicas.bus.abort_elsewhere

@@ -80,6 +80,12 @@ class ServerSettings(CoreEnv):
     did_cache_ttl_seconds: int = Field(300, alias="DID_CACHE_TTL_SECONDS", ge=0)
     max_open_user_dbs: int = Field(256, alias="MAX_OPEN_USER_DBS", ge=1)
     run_replica_timeout_seconds: float = Field(15.0, alias="RUN_REPLICA_TIMEOUT_SECONDS", gt=0)
+    turn_idle_timeout_seconds: float = Field(
+        90.0, alias="TURN_IDLE_TIMEOUT_SECONDS", gt=0, allow_inf_nan=False
+    )
+    turn_deadline_seconds: float = Field(
+        900.0, alias="TURN_DEADLINE_SECONDS", gt=0, allow_inf_nan=False
+    )
     docs_asset_base_url: str | None = Field(None, alias="DOCS_ASSET_BASE_URL")
     matrix_enabled: EnvBool = Field(True, alias="MATRIX_ENABLED")
     matrix_checkpoint_sync: EnvBool = Field(True, alias="MATRIX_CHECKPOINT_SYNC")

@@ -10,7 +10,11 @@ import pytest
 from redis.asyncio import Redis
 
 from oracle_server._turns.runlog import MemoryRunLog, RedisRunLog, RunEvent, RunGone, RunInfo
-from oracle_server._turns.runlog.base import MAX_BYTES, RUN_RETENTION_SECONDS
+from oracle_server._turns.runlog.base import (
+    MAX_BYTES,
+    RUN_RETENTION_SECONDS,
+    RUN_TOMBSTONE_SECONDS,
+)
 from oracle_server.testing import RedisTestTarget, redis_test_target
 
 
@@ -33,6 +37,28 @@ def run(run_id: str = "r1", session_id: str = "s1") -> RunInfo:
 
 
 # --- in memory -------------------------------------------------------------------------------
+
+
+async def test_memory_remembers_a_runs_owner_for_a_day_after_its_log() -> None:
+    clock = FakeClock()
+    log = MemoryRunLog(clock=clock)
+    await log.create(run("r1"))
+    await log.set_status("r1", "finished")
+
+    clock.now += RUN_RETENTION_SECONDS + 1
+    assert await log.info("r1") is None
+    assert await log.owner("r1") == "did:key:alice"
+    clock.now += RUN_TOMBSTONE_SECONDS
+    assert await log.owner("r1") is None
+
+
+async def test_memory_keeps_a_bounded_number_of_owners() -> None:
+    log = MemoryRunLog(clock=FakeClock(), max_owners=3)
+    for n in range(5):
+        await log.create(run(f"r{n}", session_id="s1"))
+    await log.info("r4")  # any access trims
+
+    assert [await log.owner(f"r{n}") for n in range(5)] == [None, None] + ["did:key:alice"] * 3
 
 
 async def test_memory_forgets_a_finished_run_after_its_retention() -> None:
@@ -154,10 +180,16 @@ async def test_redis_a_finished_run_expires_after_its_retention(
         assert keys == [
             prefix + b"r1:events",
             prefix + b"r1:info",
+            prefix + b"r1:owner",
             prefix + b"replica:" + log.replica.encode(),
         ]
         for key in keys[:2]:
             assert 0 < await client.ttl(key) <= RUN_RETENTION_SECONDS
-        assert 0 < await client.pttl(keys[2]) <= 2000
+        # The owner outlives the run's log, so an expired run is told from an unknown one.
+        assert RUN_RETENTION_SECONDS < await client.ttl(keys[2]) <= RUN_TOMBSTONE_SECONDS
+        assert 0 < await client.pttl(keys[3]) <= 2000
+        await client.delete(*keys[:2])
+        assert await log.info("r1") is None
+        assert await log.owner("r1") == "did:key:alice"
     finally:
         await client.aclose()

@@ -25,7 +25,7 @@ from oracle_server._turns.runlog import (
     follow,
 )
 from oracle_server._turns.runlog.base import MAX_EVENTS
-from oracle_server.testing import redis_test_target
+from oracle_server.testing import PersistentSseParser, redis_test_target
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -190,3 +190,27 @@ async def test_follow_of_an_unknown_run_ends_at_once(log: RunLog) -> None:
     frames: list[Any] = [chunk async for chunk in follow(log, "no-such-run", 0)]
 
     assert frames == []
+
+
+async def test_the_owner_of_a_run_is_remembered(log: RunLog) -> None:
+    await log.create(run())
+    await log.set_status("r1", "finished")
+
+    assert await log.owner("r1") == "did:key:alice"
+    assert await log.owner("no-such-run") is None
+
+
+async def test_follow_of_an_ended_run_with_nothing_left_closes_with_its_status(
+    log: RunLog,
+) -> None:
+    await log.create(run())
+    await log.append("r1", [message(1, "a"), RunEvent(2, "done", {"status": "aborted"})])
+    await log.set_status("r1", "aborted")
+
+    for after in (2, 7):
+        chunks = [chunk async for chunk in follow(log, "r1", after)]
+        parser = PersistentSseParser()
+        closing = parser.feed(b"".join(chunks).decode()) + parser.end()
+        assert [(e.event, e.data["status"], e.data["aborted"]) for e in closing] == [
+            ("done", "aborted", True)
+        ]

@@ -1,9 +1,15 @@
 """Running turns: one at a time per session, each a run whose events go to the run log.
 
 A turn runs in its own task, so a client that disconnects does not stop it (it finishes
-and is checkpointed); only an abort or shutdown cancels it. Its events, plugin events for
-its request included, are numbered and written to the run log, which responses stream
-from and a reconnecting client replays (see :mod:`oracle_server._turns.runlog`).
+and is checkpointed); only an abort, a session's deletion or shutdown cancels it. Its
+events, plugin events of its run included, are numbered and written to the run log,
+which responses stream from and a reconnecting client replays (see
+:mod:`oracle_server._turns.runlog`).
+
+Liveness: a turn whose agent sends nothing for ``idle_timeout`` while no tool runs (a
+model stalled before its first token, or between two) and any turn still running at
+``deadline`` end as ``failed`` with an ``error`` frame (``turn.model_timeout``,
+``turn.deadline``); the session's lock is released as after any other end.
 """
 
 from __future__ import annotations
@@ -11,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import traceback
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,16 +36,20 @@ from oracle_core import (
 from oracle_server._auth.authenticator import AuthData
 from oracle_server._errors import HTTPError
 from oracle_server._timestamps import timestamp
-from oracle_server._turns.events import ServerEventSink, stream_client_events
+from oracle_server._turns.events import ServerEventSink, TurnProgress, stream_client_events
+from oracle_server._turns.failures import TurnDeadline, TurnFailure, failure_of
 from oracle_server._turns.locks import TurnBusy, TurnLocks
 from oracle_server._turns.runlog import MemoryRunLog, RunInfo, RunLog
 from oracle_server._turns.stream import TurnStream
 
-__all__ = ["ActiveTurn", "TurnInput", "TurnRunner", "public_error"]
+__all__ = ["ActiveTurn", "TurnInput", "TurnRunner"]
 
 logger = logging.getLogger("oracle.server.turns")
 
 THINKING = "Thinking…"
+IDLE_TIMEOUT_SECONDS = 90.0
+DEADLINE_SECONDS = 900.0
+ABORT_WAIT_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -76,7 +87,9 @@ class ActiveTurn:
     status: str = "queued"
     reply: AIMessage | None = None
     error: BaseException | None = None
+    failure: TurnFailure | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    progress: TurnProgress = field(default_factory=TurnProgress)
 
 
 class TurnRunner:
@@ -92,6 +105,10 @@ class TurnRunner:
         stored_delegation: The user's stored delegation (raw), adopted for the turn when
             the request brought none (SRV-42).
         runs: The run log (in memory by default).
+        idle_timeout: Seconds the agent may send nothing while no tool runs
+            (``TURN_IDLE_TIMEOUT_SECONDS``).
+        deadline: Seconds a turn may run, from when it takes the session's lock
+            (``TURN_DEADLINE_SECONDS``).
 
     Attributes:
         abort_elsewhere: With several replicas (SRV-54), asks the others to abort the
@@ -110,6 +127,8 @@ class TurnRunner:
         user_scope: Callable[[str], AbstractAsyncContextManager[Any]] | None = None,
         stored_delegation: Callable[[str], Awaitable[str | None]] | None = None,
         runs: RunLog | None = None,
+        idle_timeout: float = IDLE_TIMEOUT_SECONDS,
+        deadline: float = DEADLINE_SECONDS,
     ) -> None:
         self.runtime = runtime
         self.locks = locks
@@ -119,23 +138,29 @@ class TurnRunner:
         self.user_scope = user_scope
         self.stored_delegation = stored_delegation
         self.runs: RunLog = runs or MemoryRunLog()
+        self.idle_timeout = idle_timeout
+        self.deadline = deadline
         self.active: dict[str, list[ActiveTurn]] = {}
         self.abort_elsewhere: Callable[[str, str], Awaitable[bool]] | None = None
         # Every turn task until it has fully ended, post-turn work included: the
         # shutdown waits for these, not only for the turns still running.
         self._tasks: set[asyncio.Task[None]] = set()
         self._accepting = True
+        # Sessions being deleted: no turn starts in them meanwhile.
+        self._closing: set[str] = set()
 
     async def start(self, turn_input: TurnInput) -> ActiveTurn:
         """Start a run for the turn; it waits for the session's running turn (``enqueue``,
         status ``queued`` meanwhile) or is refused at once (``reject``).
 
         Raises:
-            HTTPError: 409 when the policy is ``reject`` and a turn is running; 503 while
-                shutting down.
+            HTTPError: 409 when the policy is ``reject`` and a turn is running, or while
+                the session is being deleted; 503 while shutting down.
         """
         if not self._accepting:
             raise HTTPError(503, "Server shutting down")
+        if turn_input.session_id in self._closing:
+            raise HTTPError(409, "The session is being deleted", code="session.deleting")
         waiting = self.policy != "reject"
         hold = self.locks.hold(turn_input.session_id, wait=waiting)
         if not waiting:
@@ -166,7 +191,7 @@ class TurnRunner:
         )
         turn.stream.push("run", {"runId": run_id, "requestId": turn.request_id})
         self.active.setdefault(turn.session_id, []).append(turn)
-        self.events.streams[turn.request_id] = turn.stream
+        self.events.streams[run_id] = turn.stream
         turn.task = asyncio.get_running_loop().create_task(
             self._run(turn, turn_input, hold, acquired=not waiting),
             name=f"turn:{turn.session_id}",
@@ -188,16 +213,37 @@ class TurnRunner:
         return aborted
 
     async def abort_here(self, user_did: str, session_id: str) -> bool:
-        """Abort the caller's turns in ``session_id`` in this process; ``False`` when there
-        is none."""
-        aborted = False
+        """Abort the caller's turns in ``session_id`` in this process and wait until they
+        have ended (``done`` written, post-turn work finished; up to
+        ``ABORT_WAIT_SECONDS``); ``False`` when there is none."""
+        ending: list[ActiveTurn] = []
         for turn in self.turns_of(session_id):
             if turn.user_did != user_did or turn.task is None or turn.task.done():
                 continue
+            if turn.status not in ("queued", "running"):
+                # Ending already: cancelling its post-turn work would only cut it short.
+                ending.append(turn)
+                continue
             turn.abort_signal.abort("aborted by the user")
             turn.task.cancel()
-            aborted = True
-        return aborted
+            ending.append(turn)
+        if ending:
+            waits = [asyncio.ensure_future(turn.done.wait()) for turn in ending]
+            _, pending = await asyncio.wait(waits, timeout=ABORT_WAIT_SECONDS)
+            for wait in pending:
+                wait.cancel()
+            if pending:
+                logger.warning("turns.abort_slow: %d turns had not ended", len(pending))
+        return bool(ending)
+
+    @contextlib.asynccontextmanager
+    async def closing(self, session_id: str) -> AsyncIterator[None]:
+        """While held, no turn starts in ``session_id`` (its deletion holds it)."""
+        self._closing.add(session_id)
+        try:
+            yield
+        finally:
+            self._closing.discard(session_id)
 
     async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 - a grace period, not a deadline
         """Stop accepting turns, let running ones finish for ``timeout``, then abort them."""
@@ -243,11 +289,7 @@ class TurnRunner:
                     "timestamp": timestamp(),
                 },
             )
-            if self.user_scope is None:
-                await self._execute(turn, turn_input, base)
-            else:
-                async with self.user_scope(turn.user_did):
-                    await self._execute(turn, turn_input, base)
+            await self._execute_in_time(turn, turn_input, base)
             stream.push(
                 "reasoning",
                 {**base, "reasoning": "", "isComplete": True, "timestamp": timestamp()},
@@ -258,11 +300,30 @@ class TurnRunner:
         except Exception as exc:
             turn.status = "failed"
             turn.error = exc
-            logger.exception("turn failed in session %s", turn.session_id)
-            stream.push("error", {"error": public_error(exc), "timestamp": timestamp()})
+            turn.failure = failure_of(exc, in_tool=bool(turn.progress.running_tools))
+            # The exception's text may quote the user's data: its class, the code and
+            # where it was raised, never its message.
+            logger.error(
+                "turns.failed: %s in session %s: %s raised at\n%s",
+                turn.failure.code,
+                turn.session_id,
+                type(exc).__name__,
+                "".join(traceback.format_list(traceback.extract_tb(exc.__traceback__)[-8:])),
+            )
+            stream.push(
+                "error", {**turn.failure.to_frame(), "runId": turn.run_id, "timestamp": timestamp()}
+            )
         finally:
+            await self._end(turn, hold, acquired=acquired)
+
+    async def _end(
+        self, turn: ActiveTurn, hold: AbstractAsyncContextManager[None], *, acquired: bool
+    ) -> None:
+        """``done``, the lock released, the log flushed, the post-turn work done."""
+        stream = turn.stream
+        try:
             stream.finish(turn.status)  # type: ignore[arg-type]
-            self.events.streams.pop(turn.request_id, None)
+            self.events.streams.pop(turn.run_id, None)
             queue = self.active.get(turn.session_id, [])
             if turn in queue:
                 queue.remove(turn)
@@ -280,7 +341,24 @@ class TurnRunner:
                         await result
                 except Exception:
                     logger.exception("post-turn bookkeeping failed")
+        finally:
             turn.done.set()
+
+    async def _execute_in_time(
+        self, turn: ActiveTurn, turn_input: TurnInput, base: Mapping[str, Any]
+    ) -> None:
+        deadline = asyncio.timeout(self.deadline)
+        try:
+            async with deadline:
+                if self.user_scope is None:
+                    await self._execute(turn, turn_input, base)
+                else:
+                    async with self.user_scope(turn.user_did):
+                        await self._execute(turn, turn_input, base)
+        except TimeoutError as exc:
+            if deadline.expired():
+                raise TurnDeadline(f"past {self.deadline} s") from exc
+            raise
 
     async def _execute(
         self, turn: ActiveTurn, turn_input: TurnInput, base: Mapping[str, Any]
@@ -298,6 +376,7 @@ class TurnRunner:
             id=turn.session_id,
             client=turn_input.client,  # type: ignore[arg-type]
             request_id=turn.request_id,
+            run_id=turn.run_id,
         )
         built = await self.runtime.build_agent(
             TurnRequest(
@@ -318,10 +397,6 @@ class TurnRunner:
             ),
             turn.stream,
             base,
+            idle_timeout=self.idle_timeout,
+            progress=turn.progress,
         )
-
-
-def public_error(exc: BaseException) -> str:
-    """The error text sent to the client: type and message, nothing else."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

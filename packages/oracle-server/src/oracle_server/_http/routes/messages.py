@@ -14,13 +14,27 @@ from oracle_server._http.dto import AbortDto, SendMessageDto
 from oracle_server._http.history import message_id, to_message_dtos
 from oracle_server._http.sse import SSE_HEADERS
 from oracle_server._http.state import auth_of, read_body, server_of
+from oracle_server._turns.failures import failure_of
 from oracle_server._turns.runlog import RunGone, RunLog, follow
-from oracle_server._turns.runner import ActiveTurn, TurnInput, public_error
+from oracle_server._turns.runner import ActiveTurn, TurnInput
 
-__all__ = ["MODEL_UNKNOWN", "message_routes", "selected_model"]
+__all__ = [
+    "MODEL_UNKNOWN",
+    "RUN_EVENTS_GONE",
+    "RUN_EXPIRED",
+    "RUN_NOT_FOUND",
+    "message_routes",
+    "selected_model",
+]
 
 MODEL_UNKNOWN = "message.model_unknown"
 """The ``code`` of the 400 answering a ``model`` that ``GET /models`` does not list."""
+RUN_NOT_FOUND = "run.not_found"
+"""404 of a rejoin: no such run of the caller's."""
+RUN_EXPIRED = "run.expired"
+"""410 of a rejoin: the caller's run ended and its log expired (reload the history)."""
+RUN_EVENTS_GONE = "run.events_gone"
+"""404 of a rejoin: the events after ``after`` were dropped (the run's log bounds)."""
 
 
 def selected_model(models: Sequence[Mapping[str, Any]], requested: str | None) -> str | None:
@@ -84,7 +98,10 @@ async def send_message(request: Request) -> Response:
         return stream_run(request, server.runner.runs, turn.run_id, after=0)
     await turn.done.wait()
     if turn.status == "failed":
-        raise HTTPError(500, public_error(turn.error) if turn.error else "The turn failed")
+        failure = turn.failure or failure_of(RuntimeError())
+        raise HTTPError(
+            500, failure.message, code=failure.code, retryable=failure.retryable, runId=turn.run_id
+        )
     if turn.status == "aborted":
         raise HTTPError(409, "The turn was aborted")
     body = reply_body(turn)
@@ -131,11 +148,13 @@ async def rejoin_run(request: Request) -> Response:
     runs = server.runner.runs
     info = await runs.info(run_id)
     if info is None or info.user_did != auth.did:
-        raise HTTPError(404, "Run not found")
+        if info is None and await runs.owner(run_id) == auth.did:
+            raise HTTPError(410, "This run has ended and its events have expired", code=RUN_EXPIRED)
+        raise HTTPError(404, "Run not found", code=RUN_NOT_FOUND)
     try:
         await runs.read(run_id, after, wait=0)
     except RunGone as exc:
-        raise HTTPError(404, "Run events are no longer available") from exc
+        raise HTTPError(404, "Run events are no longer available", code=RUN_EVENTS_GONE) from exc
     return stream_run(request, runs, run_id, after=after, request_id=info.request_id)
 
 

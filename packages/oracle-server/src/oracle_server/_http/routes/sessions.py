@@ -62,19 +62,26 @@ async def list_sessions(request: Request) -> Response:
 
 
 async def delete_session(request: Request) -> Response:
-    """``DELETE /sessions/{sessionId}``: the row and every checkpoint of the thread."""
+    """``DELETE /sessions/{sessionId}``: the row and every checkpoint of the thread.
+
+    The session's running and queued turns are aborted first, and the rows go only once
+    they have ended (``done`` written, post-turn work finished), here and on the other
+    replicas: no turn writes to the session after it is deleted. No turn starts in it
+    meanwhile.
+    """
     server, auth = server_of(request), auth_of(request)
     session_id = request.path_params["session_id"]
     if await server.sessions.get(auth.did, session_id) is None:
         raise HTTPError(404, "Session not found")
-    await server.runner.abort(auth.did, session_id)
-    sub_agents = [s.value.name for s in server.runtime.registries.sub_agents.values()]
-    threads = [session_id, *(f"{session_id}_{name}" for name in sub_agents)]
-    try:
-        await server.checkpointers.delete_threads(auth.did, threads)
-        await server.sessions.delete(auth.did, session_id)
-    except Exception as exc:
-        raise HTTPError(400, f"Failed to delete session: {type(exc).__name__}") from exc
+    async with server.runner.closing(session_id):
+        await server.runner.abort(auth.did, session_id)
+        sub_agents = [s.value.name for s in server.runtime.registries.sub_agents.values()]
+        threads = [session_id, *(f"{session_id}_{name}" for name in sub_agents)]
+        try:
+            await server.checkpointers.delete_threads(auth.did, threads)
+            await server.sessions.delete(auth.did, session_id)
+        except Exception as exc:
+            raise HTTPError(400, f"Failed to delete session: {type(exc).__name__}") from exc
     return JSONResponse({"message": "Session deleted successfully"})
 
 

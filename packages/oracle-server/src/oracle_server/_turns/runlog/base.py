@@ -14,6 +14,7 @@ __all__ = [
     "MAX_EVENTS",
     "REPLICA_TIMEOUT_SECONDS",
     "RUN_RETENTION_SECONDS",
+    "RUN_TOMBSTONE_SECONDS",
     "RunEvent",
     "RunGone",
     "RunInfo",
@@ -26,6 +27,8 @@ RunStatus = Literal[
 ]
 ACTIVE: frozenset[str] = frozenset({"queued", "running", "recovering"})
 RUN_RETENTION_SECONDS = 600.0
+RUN_TOMBSTONE_SECONDS = 86_400.0
+MAX_TOMBSTONES = 100_000
 MAX_EVENTS = 20_000
 MAX_BYTES = 8 * 1024 * 1024
 REPLICA_TIMEOUT_SECONDS = 15.0
@@ -91,6 +94,15 @@ class RunLog(Protocol):
 
     async def info(self, run_id: str) -> RunInfo | None:
         """The run, or ``None`` when unknown or expired."""
+        ...
+
+    async def owner(self, run_id: str) -> str | None:
+        """The DID of the user whose run this was, while the log remembers it ran.
+
+        That outlasts the run itself: a run's events are kept ``RUN_RETENTION_SECONDS``
+        after it ended, its owner ``RUN_TOMBSTONE_SECONDS`` (a day) after it started, so
+        a rejoin can tell a run that expired (410) from one that never was (404).
+        """
         ...
 
     async def active_run(self, session_id: str) -> RunInfo | None:

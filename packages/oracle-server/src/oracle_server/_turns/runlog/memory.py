@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -14,7 +14,9 @@ from oracle_server._turns.runlog.base import (
     ACTIVE,
     MAX_BYTES,
     MAX_EVENTS,
+    MAX_TOMBSTONES,
     RUN_RETENTION_SECONDS,
+    RUN_TOMBSTONE_SECONDS,
     RunEvent,
     RunGone,
     RunInfo,
@@ -35,13 +37,19 @@ class _MemoryRun:
 
 
 class MemoryRunLog:
-    """Runs of this process."""
+    """Runs of this process.
 
-    def __init__(self, *, clock: Any = time.monotonic) -> None:
+    Owners of past runs (see :meth:`owner`) are kept for a day, at most ``max_owners`` of
+    them (the oldest go first): a few dozen bytes a run.
+    """
+
+    def __init__(self, *, clock: Any = time.monotonic, max_owners: int = MAX_TOMBSTONES) -> None:
         self.replica = secrets.token_hex(6)
         self._runs: dict[str, _MemoryRun] = {}
+        self._owners: OrderedDict[str, tuple[str, float]] = OrderedDict()
         self._active: dict[str, str] = {}
         self._clock = clock
+        self._max_owners = max_owners
 
     def _expire(self) -> None:
         now = self._clock()
@@ -50,10 +58,16 @@ class MemoryRunLog:
             if run.ended_at is not None and now - run.ended_at > RUN_RETENTION_SECONDS
         ]:  # fmt: skip
             del self._runs[run_id]
+        while self._owners:
+            run_id, (_, since) = next(iter(self._owners.items()))
+            if len(self._owners) <= self._max_owners and now - since <= RUN_TOMBSTONE_SECONDS:
+                break
+            self._owners.popitem(last=False)
 
     async def create(self, info: RunInfo) -> None:
         self._expire()
         self._runs[info.run_id] = _MemoryRun(replace(info, replica=self.replica))
+        self._owners[info.run_id] = (info.user_did, self._clock())
         self._active[info.session_id] = info.run_id
 
     async def append(self, run_id: str, events: list[RunEvent]) -> None:
@@ -87,6 +101,11 @@ class MemoryRunLog:
         self._expire()
         run = self._runs.get(run_id)
         return None if run is None else run.info
+
+    async def owner(self, run_id: str) -> str | None:
+        self._expire()
+        kept = self._owners.get(run_id)
+        return None if kept is None else kept[0]
 
     async def active_run(self, session_id: str) -> RunInfo | None:
         run_id = self._active.get(session_id)
@@ -124,3 +143,4 @@ class MemoryRunLog:
     async def aclose(self) -> None:
         self._runs.clear()
         self._active.clear()
+        self._owners.clear()

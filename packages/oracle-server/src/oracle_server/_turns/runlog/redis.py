@@ -23,6 +23,7 @@ from oracle_server._turns.runlog.base import (
     MAX_EVENTS,
     REPLICA_TIMEOUT_SECONDS,
     RUN_RETENTION_SECONDS,
+    RUN_TOMBSTONE_SECONDS,
     RunEvent,
     RunGone,
     RunInfo,
@@ -67,8 +68,9 @@ class RedisRunLog:
     """Runs in Redis: a stream of events and a hash per run, shared by every replica.
 
     Keys (prefix ``oracle:runs:``): ``<run>:events`` (stream, entry id ``<seq>-0``,
-    field ``e`` = JSON ``[event, data]``), ``<run>:info`` (hash), ``session:<id>`` (the
-    session's active run), ``replica:<id>`` (heartbeat, expiring).
+    field ``e`` = JSON ``[event, data]``), ``<run>:info`` (hash), ``<run>:owner`` (the
+    user's DID, kept a day: see :meth:`owner`), ``session:<id>`` (the session's active
+    run), ``replica:<id>`` (heartbeat, expiring).
 
     Args:
         redis: The client; the log closes it in :meth:`aclose`.
@@ -125,6 +127,7 @@ class RedisRunLog:
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hset(self._key(info.run_id, "info"), mapping=cast(Any, mapping))
             pipe.set(self._key("session", info.session_id), info.run_id)
+            pipe.set(self._key(info.run_id, "owner"), info.user_did, ex=int(RUN_TOMBSTONE_SECONDS))
             await pipe.execute()
         await self._redis.set(self._key("replica", self.replica), "1", px=self._timeout_ms)
 
@@ -171,6 +174,10 @@ class RedisRunLog:
             replica=fields["replica"],
             created_at=float(fields["created_at"]),
         )
+
+    async def owner(self, run_id: str) -> str | None:
+        value = await self._redis.get(self._key(run_id, "owner"))
+        return None if value is None else _text(value)
 
     async def active_run(self, session_id: str) -> RunInfo | None:
         run_id = await self._redis.get(self._key("session", session_id))
