@@ -1,5 +1,5 @@
-"""Faults: the model failing, a tool raising, a dead MCP server, PostgreSQL restarting and
-Redis going away and coming back, each under a served oracle.
+"""Faults: the model failing or stalling, a tool raising, a dead MCP server, PostgreSQL
+restarting and Redis going away and coming back, each under a served oracle.
 
 Every test checks the same three things: the client gets a clear error (JSON with a stable
 ``code``, or an SSE ``error`` frame before ``done``), the server stays up (the next request
@@ -32,6 +32,7 @@ from oracle_server import OracleApp, create_oracle_app
 from oracle_server.testing import (
     LoopbackServer,
     OpenAIDouble,
+    Paced,
     TcpProxy,
     ToolCalls,
     auth_headers,
@@ -186,7 +187,9 @@ async def test_model_answering_5xx_fails_the_turn_and_the_session_goes_on(
         # The script is empty: every request (and the client's retries) answers 500.
         turn = await frames(client, headers, session_id, "and now?")
         error = assert_failed_clearly(turn)
-        assert error["error"]
+        assert error["code"] == "turn.model_unavailable"
+        assert error["retryable"] is True
+        assert "OpenAIDouble" not in error["error"]  # the provider's text stays in the log
         assert llm.errors  # the model did answer 5xx
 
         llm.add_steps("Back again.")
@@ -197,6 +200,34 @@ async def test_model_answering_5xx_fails_the_turn_and_the_session_goes_on(
         history = await client.get(f"/messages/{session_id}", headers=headers)
         assert contents(history)[:2] == ["remember this", "Noted."]
         assert contents(history)[-1] == "Back again."
+
+
+async def test_a_model_stalled_mid_stream_ends_the_turn_and_the_session_goes_on(
+    serve: Serve, llm: OpenAIDouble
+) -> None:
+    """The stream starts, then nothing more comes. (A stall before the first byte and a
+    trickle past the turn deadline are in ``tests/server/test_turn_faults.py``.)"""
+    user = Ed25519Signer.generate()
+    async with (
+        serve(TURN_IDLE_TIMEOUT_SECONDS="1") as (app, base_url),
+        httpx.AsyncClient(base_url=base_url, timeout=60) as client,
+    ):
+        headers = auth_headers(user, app.state.oracle_did)
+        session_id = await stored_first_turn(client, headers, llm)
+        llm.add_steps(Paced("The first words, then silence for minutes", between_chunks=120))
+        turn = await frames(client, headers, session_id, "and now?")
+        error = assert_failed_clearly(turn)
+        assert error["code"] == "turn.model_timeout"
+        assert turn[-1][1]["status"] == "failed"
+
+        app.state.runner.idle_timeout = 60  # a loaded machine must not end the next turn
+        llm.add_steps("Back again.")
+        after = await client.post(
+            f"/messages/{session_id}", headers=headers, json={"message": "still there?"}
+        )
+        assert after.json()["message"]["content"] == "Back again."
+        history = contents(await client.get(f"/messages/{session_id}", headers=headers))
+        assert history[:2] == ["remember this", "Noted."]
 
 
 async def test_a_tool_that_raises_gives_the_model_an_error_and_the_turn_ends(
