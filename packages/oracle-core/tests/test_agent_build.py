@@ -850,7 +850,9 @@ async def test_built_agent_carries_input_context_and_config() -> None:
     [message] = built.input["messages"]
     assert isinstance(message, HumanMessage)
     assert message.text == "hello"
-    assert "2025-03-01T09:30 (Europe/Paris)" in built.prompt.text
+    assert "Today is Saturday, 2025-03-01 (Europe/Paris)." in built.prompt.text
+    assert built.context.turn is not None
+    assert built.context.turn.current_time == "2025-03-01T09:30 (Europe/Paris)"
     assert "## Slack Formatting" in built.prompt.text
 
 

@@ -218,7 +218,7 @@ async def test_checkpoints_survive_closing_and_reopening(tmp_path: Path) -> None
 
     assert "get_forecast" in strict.calls[0].tool_names
     # The model sees the previous turn (after the system message) before the new one.
-    seen = [m.text for m in strict.calls[0].messages[1:]]
+    seen = [m.text for m in strict.calls[0].conversation]
     assert seen[0] == "load the weather"
     assert seen[-2:] == ["Weather loaded.", "and the forecast?"]
     assert result.text == "Sunny."
@@ -237,7 +237,7 @@ async def test_threads_of_different_users_are_isolated(
         result = await rt.run_turn("I am Bob")
 
     # Same thread id, different users: Bob's model sees only his own message.
-    assert [m.text for m in bob_model.calls[0].messages[1:]] == ["I am Bob"]
+    assert [m.text for m in bob_model.calls[0].conversation] == ["I am Bob"]
     assert [m.text for m in result.state["messages"]] == ["I am Bob", "Hi Bob."]
     alice_saver = await sqlite_checkpointers(ALICE)
     alice_state = await read_thread_state(alice_saver, "test-thread")
@@ -295,7 +295,7 @@ async def test_threads_stored_with_whole_message_lists_carry_on(
         result = await runtime.run_turn("still there?")
         history = await runtime.runtime.thread_messages(ALICE, "test-thread")
 
-    assert [m.text for m in model.calls[0].messages[1:]] == ["hi", "Hello.", "still there?"]
+    assert [m.text for m in model.calls[0].conversation] == ["hi", "Hello.", "still there?"]
     expected = ["hi", "Hello.", "still there?", "Still here."]
     assert [m.text for m in result.state["messages"]] == expected
     assert [m.text for m in history] == expected

@@ -171,8 +171,9 @@ async def test_sub_agent_runs_on_its_own_model_and_tools() -> None:
     assert sub_model.calls[0].tool_names == ("inner_search", "inner_fetch")
     # The sub-agent sees the task only: no parent history, no user message.
     sent = sub_model.calls[0].messages
-    assert [type(m) for m in sent] == [SystemMessage, HumanMessage]
-    assert sent[1].text == "Find the capital of France."
+    assert [type(m) for m in sent] == [SystemMessage, SystemMessage, HumanMessage]
+    assert sent[1].text.startswith("[Current time: ")
+    assert sent[2].text == "Find the capital of France."
     [ctx] = plugin.recorder.contexts
     assert ctx.plugin_name == "research"
     assert ctx.session.id == "test-thread"
@@ -180,7 +181,7 @@ async def test_sub_agent_runs_on_its_own_model_and_tools() -> None:
     assert ctx.history.messages[0].text == "Find the capital of France."
 
 
-async def test_sub_agent_prompt_carries_the_time_line() -> None:
+async def test_sub_agent_prompt_carries_the_date_and_its_task_the_time() -> None:
     user = UserInfo(
         did="did:key:traveller", timezone="Europe/Paris", current_time="2025-03-01T09:30:00+01:00"
     )
@@ -189,9 +190,13 @@ async def test_sub_agent_prompt_carries_the_time_line() -> None:
     async with await boot(ResearchPlugin(), model, sub_model, user=user) as runtime:
         await runtime.run_turn("go")
 
-    assert sub_model.calls[0].system_prompt == (
-        "You research things.\n\n2025-03-01T09:30:00+01:00 (Europe/Paris)"
+    [call] = sub_model.calls
+    # The date in the prompt, which stays the same all day; the exact time in a note.
+    assert (
+        call.system_prompt
+        == "You research things.\n\nToday is Saturday, 2025-03-01 (Europe/Paris)."
     )
+    assert call.messages[-2].text == "[Current time: 2025-03-01T09:30:00+01:00 (Europe/Paris)]"
 
 
 async def test_sub_agent_uses_the_model_of_its_role() -> None:
@@ -232,9 +237,9 @@ async def test_sub_agent_thread_persists_per_session() -> None:
             {"configurable": {"thread_id": "test-thread_deep_researcher"}}
         )
 
-    second_call = [m.text for m in sub_model.calls[1].messages[1:]]
+    second_call = [m.text for m in sub_model.calls[1].conversation]
     assert second_call == ["first task", "First answer.", "second task"]
-    third_call = [m.text for m in sub_model.calls[2].messages[1:]]
+    third_call = [m.text for m in sub_model.calls[2].conversation]
     assert third_call == ["third task"]
     assert found is not None
     stored = [m.text for m in found.checkpoint["channel_values"]["messages"]]

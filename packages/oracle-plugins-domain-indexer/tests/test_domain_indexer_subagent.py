@@ -116,7 +116,7 @@ async def test_the_sub_agent_runs_on_the_subagent_role_in_its_own_thread(
     assert sorted(sub.calls[0].tool_names) == ["domain_indexer_search", "get_domain_card"]
     assert sub.calls[0].system_prompt is not None
     assert "Domain Indexer Agent" in sub.calls[0].system_prompt
-    assert [m.content for m in sub.calls[0].messages[1:]] == [TASK]
+    assert [m.content for m in sub.calls[0].conversation] == [TASK]
     assert inner is not None
     assert len(inner.checkpoint["channel_values"]["messages"]) == 4
 

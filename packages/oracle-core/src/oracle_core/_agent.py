@@ -8,6 +8,7 @@ import inspect
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -35,6 +36,7 @@ from oracle_core._prompt import (
     PromptInputs,
     SystemPrompt,
     compose_system_prompt,
+    date_line,
     time_line,
 )
 from oracle_core._state import TURN_STATE_KEYS, MainAgentState, ReadonlyState, apply_updates
@@ -298,10 +300,12 @@ class AgentBuilder:
 
         contributions = await self._request_contributions(ctx)
         degraded: list[tuple[str, str]] = []
+        # One reading of the clock per build: the prompt's date and the time note agree.
+        now = rt.hooks.clock() if rt.hooks.clock is not None else datetime.now(UTC)
         tools, static_ids, infos, catalog = self._assemble(
-            ctx, contributions, degraded, saver, preloaded
+            ctx, contributions, degraded, saver, preloaded, now
         )
-        prompt = await self._prompt(ctx, thread_loaded, contributions, degraded)
+        prompt = await self._prompt(ctx, thread_loaded, contributions, degraded, now)
         # A selected model replaces the role's model id only, so the provider's settings
         # for ``main`` stay; without one the call is exactly ``resolve_model("main")``.
         selected: dict[str, Any] = {} if turn.model is None else {"model": turn.model}
@@ -330,6 +334,7 @@ class AgentBuilder:
             tool_infos=infos,
             tools={t.name: t for _, t in per_turn},
             catalog=catalog,
+            current_time=time_line(turn.user.timezone, turn.user.current_time, now),
         )
         ctx = dataclasses.replace(ctx, _turn=bindings)
         context = OracleRunContext(
@@ -378,6 +383,7 @@ class AgentBuilder:
         degraded: list[tuple[str, str]],
         saver: Any,
         preloaded: frozenset[str],
+        now: datetime,
     ) -> tuple[list[Any], set[int], dict[str, ToolInfo], CapabilityCatalog]:
         """Meta-tools, then per plugin: boot, request and sub-agent tools (CORE-83 step 6).
 
@@ -408,7 +414,9 @@ class AgentBuilder:
             degraded.extend((entry.name, failure) for failure in entry.boot_failures)
             binding = rt.static_bindings.get(entry.name)
             if binding is None:
-                binding = self._bind_dynamic(entry, ctx, contributions, degraded, saver, names)
+                binding = self._bind_dynamic(
+                    entry, ctx, contributions, degraded, (saver, names, now)
+                )
                 if self._is_static(entry):
                     rt.static_bindings[entry.name] = binding
             bound.extend(binding.adapters)
@@ -430,10 +438,11 @@ class AgentBuilder:
         ctx: RuntimeContext[Any],
         contributions: Mapping[str, Mapping[str, Any]],
         degraded: list[tuple[str, str]],
-        saver: Any,
-        names: ToolNames,
+        build: tuple[Any, ToolNames, datetime],
     ) -> PluginBinding:
+        """``build`` is the build's checkpointer, tool names and clock reading."""
         rt = self.rt
+        saver, names, now = build
         logger = rt.logger
         got = contributions.get(entry.name, {})
         plugin_tools: list[PluginTool] = list(entry.tools)
@@ -447,7 +456,9 @@ class AgentBuilder:
         adapters: list[SubAgentToolAdapter] = []
         if subs:
             scoped = ctx.for_plugin(entry.name)
-            stamp = time_line(ctx.user.timezone, ctx.user.current_time)
+            user = ctx.user
+            stamp = time_line(user.timezone, user.current_time, now)
+            day = date_line(user.timezone, user.current_time, now)
             for spec in subs:
                 try:
                     resolved = resolve_sub_agent(spec, entry.name, scoped)
@@ -463,6 +474,7 @@ class AgentBuilder:
                         title=entry.manifest.title,
                         checkpointer=saver,
                         time_line=stamp,
+                        date_line=day,
                         logger=logger,
                     )
                 )
@@ -511,6 +523,7 @@ class AgentBuilder:
         thread_loaded: frozenset[str],
         contributions: Mapping[str, Mapping[str, Any]],
         degraded: list[tuple[str, str]],
+        now: datetime,
     ) -> SystemPrompt:
         rt = self.rt
         logger = rt.logger
@@ -578,6 +591,7 @@ class AgentBuilder:
                 user_context=state.user_context,
                 timezone=ctx.user.timezone,
                 current_time=ctx.user.current_time,
+                now=now,
                 current_entity_did=state.get("current_entity_did"),
                 secret_names=secret_names,
                 user_secrets_context=texts[3],

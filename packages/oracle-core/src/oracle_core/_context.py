@@ -328,6 +328,7 @@ class TurnBindings:
         tools: This turn's implementation of every per-turn tool, by name.
         call_counts: Executions per call signature in this run (repetition guard).
         catalog: The meta-tools' ``CapabilityCatalog`` of the turn.
+        current_time: The turn's ``time_line``, which ``current-time`` shows the model.
     """
 
     system_prompt: str | None = None
@@ -335,6 +336,7 @@ class TurnBindings:
     tools: Mapping[str, Any] = field(default_factory=dict)
     call_counts: dict[str, int] = field(default_factory=dict)
     catalog: Any = None
+    current_time: str | None = None
 
 
 @dataclass(frozen=True)

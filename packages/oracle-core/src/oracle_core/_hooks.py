@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from oracle_core._manifest import PluginManifest
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from langchain_core.language_models import BaseChatModel
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -56,6 +58,8 @@ class MainAgentHooks:
         user_secrets_context: Section 10 text (secret-name bullets).
         degraded_services_block: Appended to section 16.
         capability_router: ``async (RouterInput) -> names`` to preload for one turn.
+        clock: ``() -> datetime``, read once per build for the prompt's date and the
+            current-time note when the client sends no time (naive means UTC).
     """
 
     resolve_model: Callable[..., BaseChatModel] | None = None
@@ -69,6 +73,7 @@ class MainAgentHooks:
     user_secrets_context: TextHook | None = None
     degraded_services_block: TextHook | None = None
     capability_router: Callable[[RouterInput], Awaitable[Sequence[str]]] | None = None
+    clock: Callable[[], datetime] | None = None
 
     def merged_over(self, defaults: MainAgentHooks) -> MainAgentHooks:
         """These hooks over ``defaults``; a set hook here wins per key."""

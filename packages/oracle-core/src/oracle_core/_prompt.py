@@ -34,10 +34,12 @@ __all__ = [
     "capability_block",
     "capability_budget",
     "compose_system_prompt",
+    "date_line",
     "identity_line",
     "inline_prompt_value",
     "tier1_entry",
     "time_line",
+    "time_note",
 ]
 
 PromptSlot = Literal["operational_mode", "editor_section", "composio_context"]
@@ -371,8 +373,13 @@ def _zone(timezone: str | None) -> tuple[str, ZoneInfo]:
     return "UTC", ZoneInfo("UTC")
 
 
+def _moment(now: datetime | None) -> datetime:
+    moment = now if now is not None else datetime.now(UTC)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def time_line(timezone: str | None, current_time: str | None, now: datetime | None = None) -> str:
-    """The current-time line of section 8 and of sub-agent prompts (CORE-72).
+    """The precise current time, as ``time_note`` shows it to the model (CORE-72).
 
     Args:
         timezone: The user's IANA zone; missing or invalid means ``UTC``.
@@ -386,11 +393,50 @@ def time_line(timezone: str | None, current_time: str | None, now: datetime | No
     # The client supplies the time; it must not open a line of its own.
     stamp = inline_prompt_value(current_time, _CURRENT_TIME_MAX_CHARS)
     if stamp is None:
-        moment = now if now is not None else datetime.now(UTC)
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        stamp = moment.astimezone(zone).isoformat(timespec="seconds")
+        stamp = _moment(now).astimezone(zone).isoformat(timespec="seconds")
     return f"{stamp} ({key})"
+
+
+def date_line(timezone: str | None, current_time: str | None, now: datetime | None = None) -> str:
+    """The user's current date, as section 8 and sub-agent prompts show it.
+
+    The system prompt shows the date and not the time so that it stays byte-identical
+    through a day and providers can serve it from their prompt caches; the precise time
+    reaches the model in ``time_note``, after the cached prefix.
+
+    Args:
+        timezone: The user's IANA zone; missing or invalid means ``UTC``.
+        current_time: The user's ISO 8601 time; its own date is used when it parses.
+        now: The clock to use otherwise (naive means UTC); defaults to the system clock.
+
+    Returns:
+        ``{weekday}, {YYYY-MM-DD} ({timezone})``, e.g. ``Saturday, 2025-03-01 (Europe/Paris)``.
+    """
+    key, zone = _zone(timezone)
+    day = None
+    stamp = inline_prompt_value(current_time, _CURRENT_TIME_MAX_CHARS)
+    if stamp is not None:
+        try:
+            # The client's own wall-clock date: its offset is the user's.
+            day = datetime.fromisoformat(stamp.replace("Z", "+00:00")).date()
+        except ValueError:
+            day = None
+    if day is None:
+        day = _moment(now).astimezone(zone).date()
+    return f"{day.strftime('%A')}, {day.isoformat()} ({key})"
+
+
+def time_note(line: str) -> str:
+    """The note ``current-time`` puts before the user's latest message: ``[Current time: …]``.
+
+    Args:
+        line: A ``time_line`` value.
+    """
+    return f"[Current time: {line}]"
+
+
+TIME_SECTION_HINT = "The exact time is noted just before the user's latest message."
+"""Second line of section 8: where the precise time is (see ``time_note``)."""
 
 
 def _custom_instructions(inputs: PromptInputs) -> str | None:
@@ -520,7 +566,9 @@ def compose_system_prompt(inputs: PromptInputs) -> SystemPrompt:
         (
             8,
             "time",
-            "## Current Time\n" + time_line(inputs.timezone, inputs.current_time, inputs.now),
+            "## Current Time\nToday is "
+            + date_line(inputs.timezone, inputs.current_time, inputs.now)
+            + f".\n{TIME_SECTION_HINT}",
         ),
         (
             9,

@@ -221,6 +221,7 @@ class OracleRuntime:
         """
         from oracle_core._middleware import (
             CapabilityGateMiddleware,
+            CurrentTimeMiddleware,
             EffectAwareToolRetryMiddleware,
             PageContextMiddleware,
             SafetyGuardrailMiddleware,
@@ -238,6 +239,7 @@ class OracleRuntime:
             middleware.append(PageContextMiddleware(self.hooks.get_room_title))
         if self.hooks.safety_model is not None:
             middleware.append(SafetyGuardrailMiddleware(self.hooks.safety_model))
+        middleware.append(CurrentTimeMiddleware())
         return middleware
 
     async def build_agent(self, turn: TurnRequest) -> BuiltAgent:

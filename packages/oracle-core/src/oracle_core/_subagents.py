@@ -113,6 +113,7 @@ class SubAgentToolAdapter(BaseTool):
     resolved: ResolvedSubAgent
     checkpointer: Any = None
     time_line: str = ""
+    date_line: str = ""
     title: str | None = None
     logger: Any = None
 
@@ -125,14 +126,20 @@ class SubAgentToolAdapter(BaseTool):
         checkpointer: Any,
         time_line: str,
         logger: logging.Logger,
+        date_line: str = "",
     ) -> SubAgentToolAdapter:
-        """The tool for ``resolved``, description prefixed with the plugin title."""
+        """The tool for ``resolved``, description prefixed with the plugin title.
+
+        ``date_line`` goes in the sub-agent's system prompt and ``time_line`` in a note on
+        its task (``current-time``), as for the main agent.
+        """
         return cls(
             name=resolved.spec.tool_name,
             description=model_description(title, resolved.spec.description),
             resolved=resolved,
             checkpointer=checkpointer,
             time_line=time_line,
+            date_line=date_line,
             title=title,
             logger=logger,
         )
@@ -186,7 +193,7 @@ class SubAgentToolAdapter(BaseTool):
     ) -> tuple[str, list[BaseMessage]]:
         from langchain.agents import create_agent
 
-        from oracle_core._middleware import wrap_plugin_middleware
+        from oracle_core._middleware import CurrentTimeMiddleware, wrap_plugin_middleware
 
         resolved = self.resolved
         spec = resolved.spec
@@ -199,7 +206,9 @@ class SubAgentToolAdapter(BaseTool):
         ]
         middleware = [wrap_plugin_middleware(resolved.owner, m) for m in spec.middlewares]
         middleware.append(create_summarization_middleware(ctx.llm.get("utility")))
-        prompt = "\n\n".join(p for p in (resolved.system_prompt, self.time_line) if p)
+        middleware.append(CurrentTimeMiddleware(self.time_line or None))
+        today = f"Today is {self.date_line}." if self.date_line else ""
+        prompt = "\n\n".join(p for p in (resolved.system_prompt, today) if p)
         agent = create_agent(
             model,
             tools,

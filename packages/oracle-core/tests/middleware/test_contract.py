@@ -316,7 +316,7 @@ def test_boot_check_accepts_contract_keepers(middleware: AgentMiddleware[Any, An
     check_plugin_middleware("good-plugin", middleware)
 
 
-def test_reserved_names_are_the_six_framework_middleware_in_order() -> None:
+def test_reserved_names_are_the_framework_middleware_in_order() -> None:
     assert RESERVED_MIDDLEWARE_NAMES == (
         "capability-gate",
         "tool-validation",
@@ -324,4 +324,5 @@ def test_reserved_names_are_the_six_framework_middleware_in_order() -> None:
         "tool-retry",
         "page-context",
         "safety-guardrail",
+        "current-time",
     )

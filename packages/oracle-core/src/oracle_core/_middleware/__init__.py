@@ -2,8 +2,9 @@
 
 ``create_agent`` receives them in the order of CORE-76: ``capability-gate``,
 ``tool-validation``, ``tool-repetition-guard``, ``tool-retry``, then ``page-context`` and
-``safety-guardrail`` when their host hooks are set, then plugin middleware wrapped by
-``wrap_plugin_middleware``. The first ``wrap_*`` hook in the list is the outermost.
+``safety-guardrail`` when their host hooks are set, then ``current-time``, then plugin
+middleware wrapped by ``wrap_plugin_middleware``. The first ``wrap_*`` hook in the list is
+the outermost.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from oracle_core._middleware.contract import (
     check_plugin_middleware,
     wrap_plugin_middleware,
 )
+from oracle_core._middleware.current_time import CurrentTimeMiddleware
 from oracle_core._middleware.gate import CapabilityGateMiddleware
 from oracle_core._middleware.page_context import PageContextMiddleware
 from oracle_core._middleware.repetition import ToolRepetitionGuardMiddleware
@@ -24,6 +26,7 @@ __all__ = [
     "DEFAULT_REFUSAL",
     "RESERVED_MIDDLEWARE_NAMES",
     "CapabilityGateMiddleware",
+    "CurrentTimeMiddleware",
     "EffectAwareToolRetryMiddleware",
     "PageContextMiddleware",
     "SafetyGuardrailMiddleware",

@@ -23,6 +23,7 @@ RESERVED_MIDDLEWARE_NAMES: tuple[str, ...] = (
     "tool-retry",
     "page-context",
     "safety-guardrail",
+    "current-time",
 )
 """Names of the framework middleware, in the order they run (CORE-76)."""
 

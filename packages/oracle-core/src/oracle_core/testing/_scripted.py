@@ -77,6 +77,16 @@ class RecordedCall:
     tool_names: tuple[str, ...]
     system_prompt: str | None
 
+    @property
+    def conversation(self) -> list[BaseMessage]:
+        """The thread's messages as sent: no system prompt, no ``[Current time: …]`` note.
+
+        The runtime's ``current-time`` middleware adds the note to every request; it is
+        never stored, so comparing a request with a thread's history leaves it out.
+        """
+        start = 1 if self.system_prompt is not None else 0
+        return [m for m in self.messages[start:] if not _is_time_note(m)]
+
 
 @dataclass
 class _ScriptState:
@@ -395,6 +405,10 @@ def _tool_name(tool: Mapping[str, Any] | type | Callable[..., Any] | BaseTool) -
         msg = f"cannot tell the name of tool {dict(tool)!r}"
         raise TypeError(msg)
     return str(convert_to_openai_tool(tool)["function"]["name"])
+
+
+def _is_time_note(message: BaseMessage) -> bool:
+    return isinstance(message, SystemMessage) and str(message.text).startswith("[Current time: ")
 
 
 def _system_prompt(messages: Sequence[BaseMessage]) -> str | None:
