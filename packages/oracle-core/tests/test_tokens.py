@@ -17,8 +17,10 @@ from oracle_core._tokens import (
     ENCODING_NAME,
     _encoding,
     _parse_ranks,
+    count_prompt_tokens,
     count_tokens,
     estimate_tokens,
+    truncate_tokens,
 )
 
 MIXED_TEXTS = [
@@ -141,3 +143,28 @@ def test_import_does_not_load_the_vocabulary(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["0", "0", "1"]
+
+
+def test_truncate_keeps_the_first_tokens() -> None:
+    text = "one two three four five"
+    assert truncate_tokens(text, 100) == text
+    assert truncate_tokens(text, 2) == "one two"
+    assert count_tokens(truncate_tokens(text, 3)) == 3
+    assert truncate_tokens(text, 0) == ""
+
+
+def test_a_prompt_counts_its_messages_tool_calls_and_tool_schemas() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+    from langchain_core.tools import tool
+
+    @tool
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        return city
+
+    system, human = SystemMessage("Be brief."), HumanMessage("Weather in Paris?")
+    call = AIMessage("", tool_calls=[{"name": "lookup", "args": {"city": "Paris"}, "id": "c1"}])
+    text_only = count_prompt_tokens([system, human])
+    assert text_only == 8 + count_tokens("Be brief.") + count_tokens("Weather in Paris?")
+    assert count_prompt_tokens([system, human, call]) > text_only + 4
+    assert count_prompt_tokens([system, human], [lookup]) > text_only + count_tokens("lookup")

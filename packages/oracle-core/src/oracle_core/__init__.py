@@ -55,7 +55,10 @@ from oracle_core._middleware import (
     DEFAULT_REFUSAL,
     RESERVED_MIDDLEWARE_NAMES,
     CapabilityGateMiddleware,
+    CurrentTimeMiddleware,
     EffectAwareToolRetryMiddleware,
+    HistoryCondenserMiddleware,
+    HistorySummary,
     PageContextMiddleware,
     SafetyGuardrailMiddleware,
     ToolRepetitionGuardMiddleware,
@@ -72,9 +75,20 @@ from oracle_core._prompt import (
     PromptSlot,
     SystemPrompt,
     compose_system_prompt,
+    date_line,
     inline_prompt_value,
+    time_line,
+    time_note,
 )
-from oracle_core._providers import PROVIDERS, ProviderLLM, check_provider, get_provider_chat_model
+from oracle_core._providers import (
+    DEFAULT_CONTEXT_WINDOW,
+    MODEL_CONTEXT_WINDOWS,
+    PROVIDERS,
+    ProviderLLM,
+    check_provider,
+    context_window,
+    get_provider_chat_model,
+)
 from oracle_core._registries import AuthExcludedRoute, Registries
 from oracle_core._resolution import (
     BUNDLED_PLUGIN_NAMES,
@@ -113,7 +127,7 @@ from oracle_core._services import (
 from oracle_core._sqlite_saver import MessageStoreSqliteSaver
 from oracle_core._state import MESSAGES_SNAPSHOT_FREQUENCY, MainAgentState, ReadonlyState
 from oracle_core._subagents import create_summarization_middleware
-from oracle_core._tokens import count_tokens
+from oracle_core._tokens import count_prompt_tokens, count_tokens
 from oracle_core._tools import (
     Effect,
     ModelRole,
@@ -129,10 +143,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BUNDLED_PLUGIN_NAMES",
+    "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_OPERATIONAL_MODE",
     "DEFAULT_REFUSAL",
     "HOOK_NAMES",
     "MESSAGES_SNAPSHOT_FREQUENCY",
+    "MODEL_CONTEXT_WINDOWS",
     "PROMPT_SLOTS",
     "PROVIDERS",
     "RESERVED_MIDDLEWARE_NAMES",
@@ -154,6 +170,7 @@ __all__ = [
     "Category",
     "CheckpointSerializer",
     "CoreEnv",
+    "CurrentTimeMiddleware",
     "Effect",
     "EffectAwareToolRetryMiddleware",
     "Emitter",
@@ -163,6 +180,8 @@ __all__ = [
     "FailedPlugin",
     "FeatureValue",
     "History",
+    "HistoryCondenserMiddleware",
+    "HistorySummary",
     "InMemoryBlobStore",
     "InMemoryCheckpointers",
     "LLMAccessor",
@@ -234,9 +253,12 @@ __all__ = [
     "Visibility",
     "check_provider",
     "compose_system_prompt",
+    "context_window",
+    "count_prompt_tokens",
     "count_tokens",
     "create_runtime",
     "create_summarization_middleware",
+    "date_line",
     "define_oracle_plugin",
     "get_provider_chat_model",
     "hookimpl",
@@ -245,6 +267,8 @@ __all__ = [
     "plugin_tool",
     "route_context",
     "sub_agent_tool_name",
+    "time_line",
+    "time_note",
     "user_database_name",
     "validate_manifest",
 ]

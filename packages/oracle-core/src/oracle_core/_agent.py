@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import inspect
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
+from oracle_core._agent_prompt import PromptParts, compose_turn_prompt
 from oracle_core._capabilities import CapabilityCatalog, CatalogEntry, ToolView
 from oracle_core._checkpoint import PrimedCheckpointer, read_thread_state
 from oracle_core._context import (
@@ -29,16 +29,13 @@ from oracle_core._context import (
     _Scope,
 )
 from oracle_core._hookcall import MISSING
-from oracle_core._hooks import RouterInput, TextHook
+from oracle_core._hooks import RouterInput
 from oracle_core._prompt import (
-    PROMPT_SLOTS,
-    CapabilityEntry,
-    PromptInputs,
     SystemPrompt,
-    compose_system_prompt,
     date_line,
     time_line,
 )
+from oracle_core._providers import context_window
 from oracle_core._state import TURN_STATE_KEYS, MainAgentState, ReadonlyState, apply_updates
 from oracle_core._subagents import SubAgentToolAdapter, resolve_sub_agent
 from oracle_core._tool_names import ToolNames
@@ -122,15 +119,6 @@ class BuiltAgent:
     tool_infos: dict[str, ToolInfo]
     degraded: list[tuple[str, str]]
     preloaded_plugins: frozenset[str]
-
-
-async def _resolve_text(hook: TextHook | None, ctx: RuntimeContext[Any]) -> str | None:
-    if hook is None or isinstance(hook, str):
-        return hook
-    value = hook(ctx)
-    if inspect.isawaitable(value):
-        value = await value
-    return value if isinstance(value, str) else None
 
 
 async def _load_snapshot(saver: Any, thread_id: str, logger: logging.Logger) -> dict[str, Any]:
@@ -305,7 +293,9 @@ class AgentBuilder:
         tools, static_ids, infos, catalog = self._assemble(
             ctx, contributions, degraded, saver, preloaded, now
         )
-        prompt = await self._prompt(ctx, thread_loaded, contributions, degraded, now)
+        prompt = await compose_turn_prompt(
+            rt, ctx, PromptParts(thread_loaded, contributions, degraded, now)
+        )
         # A selected model replaces the role's model id only, so the provider's settings
         # for ``main`` stay; without one the call is exactly ``resolve_model("main")``.
         selected: dict[str, Any] = {} if turn.model is None else {"model": turn.model}
@@ -335,6 +325,7 @@ class AgentBuilder:
             tools={t.name: t for _, t in per_turn},
             catalog=catalog,
             current_time=time_line(turn.user.timezone, turn.user.current_time, now),
+            context_window=context_window("main", model, rt.composed.core.context_windows()),
         )
         ctx = dataclasses.replace(ctx, _turn=bindings)
         context = OracleRunContext(
@@ -475,6 +466,7 @@ class AgentBuilder:
                         checkpointer=saver,
                         time_line=stamp,
                         date_line=day,
+                        windows=rt.composed.core.context_windows(),
                         logger=logger,
                     )
                 )
@@ -516,92 +508,3 @@ class AgentBuilder:
             has_on_demand_tools=on_demand,
         )
         return binding
-
-    async def _prompt(
-        self,
-        ctx: RuntimeContext[Any],
-        thread_loaded: frozenset[str],
-        contributions: Mapping[str, Mapping[str, Any]],
-        degraded: list[tuple[str, str]],
-        now: datetime,
-    ) -> SystemPrompt:
-        rt = self.rt
-        logger = rt.logger
-        blocks: dict[str, str] = {}
-        block_owner: dict[str, str] = {}
-        for entry in rt.booted:
-            result = contributions.get(entry.name, {}).get("get_prompt_blocks", MISSING)
-            if result is MISSING or not result:
-                continue
-            if isinstance(result, BaseException):
-                logger.error(
-                    "get_prompt_blocks of plugin '%s' failed: %s",
-                    entry.name,
-                    result,
-                    exc_info=result,
-                )
-                degraded.append((entry.name, "prompt blocks"))
-                continue
-            for slot, text in dict(result).items():
-                if slot not in PROMPT_SLOTS:
-                    logger.warning(
-                        "plugin '%s' filled unknown prompt slot '%s'; ignored", entry.name, slot
-                    )
-                    continue
-                if slot in block_owner:
-                    logger.warning(
-                        "prompt slot '%s' filled by '%s' and '%s'; '%s' wins",
-                        slot,
-                        block_owner[slot],
-                        entry.name,
-                        entry.name,
-                    )
-                blocks[slot], block_owner[slot] = text, entry.name
-        hooks = rt.hooks
-        texts = await asyncio.gather(
-            *(
-                _resolve_text(h, ctx)
-                for h in (
-                    hooks.operational_mode,
-                    hooks.editor_section,
-                    hooks.composio_context,
-                    hooks.user_secrets_context,
-                    hooks.degraded_services_block,
-                )
-            )
-        )
-        secret_names: list[str] = []
-        if ctx.secrets is not None and texts[3] is None:
-            try:
-                secret_names = [s.name for s in await ctx.secrets.get_index()]
-            except Exception:
-                logger.exception("reading the user's secret index failed")
-        state = ctx.history.state
-        entries = [
-            CapabilityEntry(
-                name=b.name, manifest=b.manifest, operating_guide=b.plugin.operating_guide
-            )
-            for b in rt.booted
-        ]
-        return compose_system_prompt(
-            PromptInputs(
-                config=rt.oracle_config,
-                plugins=entries,
-                loaded_plugins=thread_loaded,
-                user_context=state.user_context,
-                timezone=ctx.user.timezone,
-                current_time=ctx.user.current_time,
-                now=now,
-                current_entity_did=state.get("current_entity_did"),
-                secret_names=secret_names,
-                user_secrets_context=texts[3],
-                user_preferences=state.user_preferences,
-                plugin_blocks=blocks,
-                operational_mode=texts[0],
-                editor_section=texts[1],
-                composio_context=texts[2],
-                client=ctx.session.client,
-                degraded=degraded,
-                degraded_services_block=texts[4],
-            )
-        )

@@ -154,6 +154,7 @@ class CoreEnv(BaseModel):
     openai_compatible_model: str | None = Field(None, alias="OPENAI_COMPATIBLE_MODEL")
     openai_compatible_api_key: str | None = Field(None, alias="OPENAI_COMPATIBLE_API_KEY")
     openai_compatible_role_models: str = Field("", alias="OPENAI_COMPATIBLE_ROLE_MODELS")
+    llm_context_windows: str = Field("", alias="LLM_CONTEXT_WINDOWS")
     openai_api_key: str | None = Field(None, alias="OPENAI_API_KEY")
     oracle_secrets: str = Field("", alias="ORACLE_SECRETS")
     live_agent_auth_api_key: str = Field("", alias="LIVE_AGENT_AUTH_API_KEY")
@@ -176,6 +177,19 @@ class CoreEnv(BaseModel):
             role, sep, model = pair.partition("=")
             if not sep or not role.strip() or not model.strip():
                 raise ValueError(f"'{pair}' is not role=model")
+        return value
+
+    @field_validator("llm_context_windows")
+    @classmethod
+    def _role_windows(cls, value: str) -> str:
+        for pair in filter(None, (p.strip() for p in value.split(","))):
+            role, sep, tokens = pair.partition("=")
+            tokens = tokens.strip()
+            # ASCII digits only: int() would also take "²", "1_000" or "٣".
+            if not sep or not role.strip() or not (tokens.isascii() and tokens.isdigit()):
+                raise ValueError(f"'{pair}' is not role=tokens")
+            if not 1024 <= int(tokens) <= 100_000_000:
+                raise ValueError(f"'{pair}': a window is 1024 to 100000000 tokens")
         return value
 
     @model_validator(mode="before")
@@ -244,6 +258,11 @@ class CoreEnv(BaseModel):
         """``OPENAI_COMPATIBLE_ROLE_MODELS`` parsed into role → model."""
         pairs = (p.partition("=") for p in self.openai_compatible_role_models.split(","))
         return {r.strip(): m.strip() for r, _, m in pairs if r.strip()}
+
+    def context_windows(self) -> dict[str, int]:
+        """``LLM_CONTEXT_WINDOWS`` parsed into role → tokens."""
+        pairs = (p.partition("=") for p in self.llm_context_windows.split(","))
+        return {r.strip(): int(t) for r, _, t in pairs if r.strip()}
 
     def oracle_secrets_map(self) -> dict[str, str]:
         """``ORACLE_SECRETS`` parsed into name → value."""

@@ -329,6 +329,8 @@ class TurnBindings:
         call_counts: Executions per call signature in this run (repetition guard).
         catalog: The meta-tools' ``CapabilityCatalog`` of the turn.
         current_time: The turn's ``time_line``, which ``current-time`` shows the model.
+        context_window: The main model's context window, which ``history-condenser``
+            keeps each request inside.
     """
 
     system_prompt: str | None = None
@@ -337,6 +339,7 @@ class TurnBindings:
     call_counts: dict[str, int] = field(default_factory=dict)
     catalog: Any = None
     current_time: str | None = None
+    context_window: int | None = None
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,15 @@ if TYPE_CHECKING:
     from oracle_core._config import CoreEnv
 
 __all__ = [
+    "DEFAULT_CONTEXT_WINDOW",
+    "MODEL_CONTEXT_WINDOWS",
     "NEBIUS_MODELS",
     "OPENROUTER_MAIN_FALLBACKS",
     "OPENROUTER_MODELS",
     "PROVIDERS",
     "ProviderLLM",
     "check_provider",
+    "context_window",
     "get_provider_chat_model",
 ]
 
@@ -72,6 +75,29 @@ NEBIUS_MODELS: Mapping[str, str] = MappingProxyType(
     }
 )
 """Nebius Token Factory model per role."""
+
+MODEL_CONTEXT_WINDOWS: Mapping[str, int] = MappingProxyType(
+    {
+        "moonshotai/kimi-k2-thinking": 262_144,
+        "qwen/qwen3-235b-a22b-thinking-2507": 262_144,
+        "google/gemini-2.5-flash-lite": 1_048_576,
+        "google/gemini-2.5-flash": 1_048_576,
+        "meta-llama/llama-guard-4-12b": 163_840,
+        "openai/gpt-oss-20b": 131_072,
+        "meta-llama/llama-3.1-8b-instruct": 131_072,
+        "Qwen/Qwen3-235B-A22B-Thinking-2507": 262_144,
+        "Qwen/Qwen3-235B-A22B-Instruct-2507": 262_144,
+        "Qwen/Qwen3-30B-A3B-Instruct-2507": 262_144,
+        "Qwen/Qwen2.5-VL-72B-Instruct": 32_768,
+        "meta-llama/Llama-Guard-3-8B": 131_072,
+        "meta-llama/Meta-Llama-3.1-8B-Instruct": 131_072,
+    }
+)
+"""Context window in tokens (prompt and reply together) of every model in the maps above."""
+
+DEFAULT_CONTEXT_WINDOW = 32_768
+"""Window assumed for a model the map does not know and whose profile says nothing (a
+local ``openai-compatible`` model, say); ``LLM_CONTEXT_WINDOWS`` sets the real one."""
 
 _CLIENT_DEFAULTS: Mapping[str, Any] = MappingProxyType(
     {
@@ -211,6 +237,32 @@ def get_provider_chat_model(role: str, *, env: CoreEnv, **params: Any) -> BaseCh
             kwargs[name] = value
     _logger.debug("llm: provider=%s role=%s model=%s", env.llm_provider, role, kwargs.get("model"))
     return PassthroughChatOpenAI(**kwargs)
+
+
+def context_window(role: str, model: Any, overrides: Mapping[str, int] | None = None) -> int:
+    """The context window, in tokens, of the model serving ``role``.
+
+    The first that says: ``overrides`` (``LLM_CONTEXT_WINDOWS``, per role), the model's
+    LangChain profile (``max_input_tokens``, which integrations and test doubles set),
+    ``MODEL_CONTEXT_WINDOWS`` by the model's id, then ``DEFAULT_CONTEXT_WINDOW``.
+
+    Args:
+        role: A ``ModelRole``.
+        model: The chat model serving it (any object; its ``profile`` and
+            ``model_name`` are read when present).
+        overrides: Role → window, e.g. ``CoreEnv.context_windows()``.
+    """
+    if overrides and role in overrides:
+        return overrides[role]
+    profile = getattr(model, "profile", None)
+    if isinstance(profile, Mapping):
+        limit = profile.get("max_input_tokens")
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+            return limit
+    name = getattr(model, "model_name", None) or getattr(model, "model", None)
+    if isinstance(name, str) and name in MODEL_CONTEXT_WINDOWS:
+        return MODEL_CONTEXT_WINDOWS[name]
+    return DEFAULT_CONTEXT_WINDOW
 
 
 def _freeze(value: Any) -> Hashable:

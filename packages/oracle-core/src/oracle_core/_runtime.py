@@ -223,6 +223,7 @@ class OracleRuntime:
             CapabilityGateMiddleware,
             CurrentTimeMiddleware,
             EffectAwareToolRetryMiddleware,
+            HistoryCondenserMiddleware,
             PageContextMiddleware,
             SafetyGuardrailMiddleware,
             ToolRepetitionGuardMiddleware,
@@ -239,7 +240,10 @@ class OracleRuntime:
             middleware.append(PageContextMiddleware(self.hooks.get_room_title))
         if self.hooks.safety_model is not None:
             middleware.append(SafetyGuardrailMiddleware(self.hooks.safety_model))
+        # The condenser last: it measures the request as the framework shaped it.
         middleware.append(CurrentTimeMiddleware())
+        windows = self.composed.core.context_windows()
+        middleware.append(HistoryCondenserMiddleware(windows=windows))
         return middleware
 
     async def build_agent(self, turn: TurnRequest) -> BuiltAgent:

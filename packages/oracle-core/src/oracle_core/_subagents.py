@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain.tools import ToolRuntime
@@ -16,29 +16,32 @@ from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict, Field
 
 from oracle_core._context import OracleRunContext, RuntimeContext
+from oracle_core._providers import context_window
 from oracle_core._tool_adapter import PluginToolAdapter, context_from_runtime, model_description
 from oracle_core._tools import PluginSubAgent, PluginTool
 
 __all__ = ["ResolvedSubAgent", "SubAgentToolAdapter", "create_summarization_middleware"]
 
-SUMMARY_TRIGGER_TOKENS = 60_000
-SUMMARY_KEEP_MESSAGES = 20
 _background: set[asyncio.Task[None]] = set()
 
 
-def create_summarization_middleware(model: BaseChatModel) -> Any:
-    """LangChain's summarisation middleware with the runtime's defaults.
+def create_summarization_middleware(
+    model: BaseChatModel,
+    *,
+    context_window: int | None = None,
+    windows: Mapping[str, int] | None = None,
+) -> Any:
+    """The ``history-condenser`` middleware, as every sub-agent runs it.
 
-    Summarises once a thread passes ~60k tokens (approximate count, no tokenizer
-    download), keeping the last 20 messages verbatim.
+    Args:
+        model: The model that writes the summaries (the runtime passes ``utility``).
+        context_window: The window to keep each request inside: the sub-agent model's
+            (``context_window(role, model)``); ``None`` reads the turn's main window.
+        windows: ``LLM_CONTEXT_WINDOWS`` overrides, for the summarizer's own window.
     """
-    from langchain.agents.middleware import SummarizationMiddleware
+    from oracle_core._middleware import HistoryCondenserMiddleware
 
-    return SummarizationMiddleware(
-        model=model,
-        trigger=("tokens", SUMMARY_TRIGGER_TOKENS),
-        keep=("messages", SUMMARY_KEEP_MESSAGES),
-    )
+    return HistoryCondenserMiddleware(window=context_window, summarizer=model, windows=windows)
 
 
 class SubAgentTaskArgs(BaseModel):
@@ -114,6 +117,7 @@ class SubAgentToolAdapter(BaseTool):
     checkpointer: Any = None
     time_line: str = ""
     date_line: str = ""
+    windows: dict[str, int] = Field(default_factory=dict)
     title: str | None = None
     logger: Any = None
 
@@ -127,11 +131,13 @@ class SubAgentToolAdapter(BaseTool):
         time_line: str,
         logger: logging.Logger,
         date_line: str = "",
+        windows: Mapping[str, int] | None = None,
     ) -> SubAgentToolAdapter:
         """The tool for ``resolved``, description prefixed with the plugin title.
 
         ``date_line`` goes in the sub-agent's system prompt and ``time_line`` in a note on
-        its task (``current-time``), as for the main agent.
+        its task (``current-time``), as for the main agent. ``windows`` are the
+        ``LLM_CONTEXT_WINDOWS`` overrides its history is condensed against.
         """
         return cls(
             name=resolved.spec.tool_name,
@@ -140,6 +146,7 @@ class SubAgentToolAdapter(BaseTool):
             checkpointer=checkpointer,
             time_line=time_line,
             date_line=date_line,
+            windows=dict(windows or {}),
             title=title,
             logger=logger,
         )
@@ -205,8 +212,13 @@ class SubAgentToolAdapter(BaseTool):
             for t in resolved.tools
         ]
         middleware = [wrap_plugin_middleware(resolved.owner, m) for m in spec.middlewares]
-        middleware.append(create_summarization_middleware(ctx.llm.get("utility")))
         middleware.append(CurrentTimeMiddleware(self.time_line or None))
+        window = context_window(spec.model, model, self.windows)
+        middleware.append(
+            create_summarization_middleware(
+                ctx.llm.get("utility"), context_window=window, windows=self.windows
+            )
+        )
         today = f"Today is {self.date_line}." if self.date_line else ""
         prompt = "\n\n".join(p for p in (resolved.system_prompt, today) if p)
         agent = create_agent(

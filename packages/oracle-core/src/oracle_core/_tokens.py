@@ -12,14 +12,23 @@ import base64
 import functools
 import gzip
 import hashlib
+import json
 import math
+from collections.abc import Iterable, Sequence
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import tiktoken
+    from langchain_core.messages import BaseMessage
 
-__all__ = ["ENCODING_NAME", "count_tokens", "estimate_tokens"]
+__all__ = [
+    "ENCODING_NAME",
+    "count_prompt_tokens",
+    "count_tokens",
+    "estimate_tokens",
+    "truncate_tokens",
+]
 
 ENCODING_NAME = "o200k_base"
 
@@ -105,3 +114,53 @@ def estimate_tokens(text: str) -> int:
         The estimate; 0 for the empty string.
     """
     return math.ceil(len(text) / 4)
+
+
+def truncate_tokens(text: str, limit: int) -> str:
+    """``text`` cut to its first ``limit`` o200k_base tokens (whole when it fits).
+
+    Args:
+        text: Any string.
+        limit: Most tokens to keep; 0 or less gives ``""``.
+    """
+    if limit <= 0:
+        return ""
+    tokens = _encoding().encode_ordinary(text)
+    return text if len(tokens) <= limit else _encoding().decode(tokens[:limit])
+
+
+# What a chat template adds around each message (role markers, separators); OpenAI's own
+# accounting uses 3 to 4 tokens a message.
+_MESSAGE_OVERHEAD_TOKENS = 4
+
+
+def count_prompt_tokens(messages: Sequence[BaseMessage], tools: Iterable[Any] = ()) -> int:
+    """Count the o200k_base tokens of a chat request: its messages and tool schemas.
+
+    Each message counts its text, its tool calls' names and arguments, and a few tokens
+    of chat-template framing; each tool counts its OpenAI function schema as JSON. It is
+    a measure, not any provider's bill: their tokenizers and templates differ a little,
+    which is why callers keep a margin below a model's window.
+
+    Args:
+        messages: The messages as they will be sent, the system message included.
+        tools: Tools as ``bind_tools`` accepts them (``BaseTool``, OpenAI-format dicts).
+
+    Returns:
+        The token count.
+    """
+    from langchain_core.messages import AIMessage
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    total = 0
+    for message in messages:
+        total += _MESSAGE_OVERHEAD_TOKENS + count_tokens(str(message.text))
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                total += count_tokens(call["name"]) + count_tokens(
+                    json.dumps(call["args"], ensure_ascii=False)
+                )
+    for tool in tools:
+        schema = tool if isinstance(tool, dict) else convert_to_openai_tool(tool)
+        total += count_tokens(json.dumps(schema, ensure_ascii=False, sort_keys=True))
+    return total

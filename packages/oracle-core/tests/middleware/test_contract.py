@@ -325,4 +325,5 @@ def test_reserved_names_are_the_framework_middleware_in_order() -> None:
         "page-context",
         "safety-guardrail",
         "current-time",
+        "history-condenser",
     )

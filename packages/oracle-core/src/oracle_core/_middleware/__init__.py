@@ -2,13 +2,15 @@
 
 ``create_agent`` receives them in the order of CORE-76: ``capability-gate``,
 ``tool-validation``, ``tool-repetition-guard``, ``tool-retry``, then ``page-context`` and
-``safety-guardrail`` when their host hooks are set, then ``current-time``, then plugin
+``safety-guardrail`` when their host hooks are set, then ``current-time`` and
+``history-condenser``, then plugin
 middleware wrapped by ``wrap_plugin_middleware``. The first ``wrap_*`` hook in the list is
 the outermost.
 """
 
 from __future__ import annotations
 
+from oracle_core._middleware.condense import HistoryCondenserMiddleware, HistorySummary
 from oracle_core._middleware.contract import (
     RESERVED_MIDDLEWARE_NAMES,
     check_plugin_middleware,
@@ -28,6 +30,8 @@ __all__ = [
     "CapabilityGateMiddleware",
     "CurrentTimeMiddleware",
     "EffectAwareToolRetryMiddleware",
+    "HistoryCondenserMiddleware",
+    "HistorySummary",
     "PageContextMiddleware",
     "SafetyGuardrailMiddleware",
     "ToolRepetitionGuardMiddleware",

@@ -24,6 +24,7 @@ RESERVED_MIDDLEWARE_NAMES: tuple[str, ...] = (
     "page-context",
     "safety-guardrail",
     "current-time",
+    "history-condenser",
 )
 """Names of the framework middleware, in the order they run (CORE-76)."""
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.exceptions import ContextOverflowError
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -24,6 +25,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
 
+from oracle_core._tokens import count_prompt_tokens
 from oracle_core.testing._secrets import mark_sensitive
 
 __all__ = [
@@ -71,11 +73,14 @@ class RecordedCall:
         messages: The messages as sent to the model, the system message included if any.
         tool_names: Names of the tools bound to (visible to) the model for this call.
         system_prompt: Text of the leading `SystemMessage`, or `None` when there is none.
+        prompt_tokens: The request's size by `count_prompt_tokens` (messages and tool
+            schemas), measured when the model has a `context_window`; else `None`.
     """
 
     messages: tuple[BaseMessage, ...]
     tool_names: tuple[str, ...]
     system_prompt: str | None
+    prompt_tokens: int | None = None
 
     @property
     def conversation(self) -> list[BaseMessage]:
@@ -180,8 +185,12 @@ class ScriptedChatModel(BaseChatModel):
     strict: bool = False
     """Raise `ToolNotVisibleError` when a scripted tool call names a tool not bound."""
 
+    context_window: int | None = None
+    """Refuse a request larger than this many tokens, as a provider does."""
+
     _state: _ScriptState = PrivateAttr()
     _tool_names: tuple[str, ...] = PrivateAttr(default=())
+    _tools: tuple[Any, ...] = PrivateAttr(default=())
 
     def __init__(
         self,
@@ -190,6 +199,7 @@ class ScriptedChatModel(BaseChatModel):
         on_exhausted: Literal["error", "repeat_last"] | AIMessage = "error",
         strict: bool = False,
         name: str | None = None,
+        context_window: int | None = None,
     ) -> None:
         """Create a model that replays `steps`.
 
@@ -201,6 +211,11 @@ class ScriptedChatModel(BaseChatModel):
             strict: Raise `ToolNotVisibleError` when a step calls a tool that is not among
                 the tools visible to that call.
             name: Optional runnable name, shown in traces.
+            context_window: The model's window in tokens. A request whose messages and
+                tool schemas count more (`count_prompt_tokens`) raises LangChain's
+                `ContextOverflowError` without consuming a step, as a provider answers
+                an oversized prompt; the model's profile reports it as
+                `max_input_tokens`. Each call then records its `prompt_tokens`.
 
         Raises:
             TypeError: A step or `on_exhausted` has an unsupported type.
@@ -220,7 +235,10 @@ class ScriptedChatModel(BaseChatModel):
             )
             raise TypeError(msg)
         # cache=False: a process-wide LLM cache must never answer instead of the script.
-        super().__init__(name=name, cache=False, strict=strict)
+        profile: Any = None if context_window is None else {"max_input_tokens": context_window}
+        super().__init__(
+            name=name, cache=False, strict=strict, context_window=context_window, profile=profile
+        )
         self._state = _ScriptState(steps=tuple(steps), on_exhausted=on_exhausted)
 
     @property
@@ -265,6 +283,7 @@ class ScriptedChatModel(BaseChatModel):
         bound = self.model_copy()
         bound._state = self._state
         bound._tool_names = tuple(_tool_name(tool) for tool in tools)
+        bound._tools = tuple(tools)
         return bound
 
     def _generate(
@@ -313,10 +332,20 @@ class ScriptedChatModel(BaseChatModel):
         visible = self._visible_tool_names(kwargs)
         sent = tuple(messages)
         mark_sensitive(*(m.text for m in sent if isinstance(m, HumanMessage)))
+        tokens = None
+        if self.context_window is not None:
+            tokens = count_prompt_tokens(sent, self._request_tools(kwargs))
         state = self._state
         with state.lock:
-            state.calls.append(RecordedCall(sent, visible, _system_prompt(sent)))
+            state.calls.append(RecordedCall(sent, visible, _system_prompt(sent), tokens))
             call_number = len(state.calls)
+            window = self.context_window
+            if tokens is not None and window is not None and tokens > window:
+                msg = (
+                    f"call #{call_number}: the prompt has {tokens} tokens, more than the "
+                    f"model's context window of {window}"
+                )
+                raise ContextOverflowError(msg)
             step: Step
             if state.cursor < len(state.steps):
                 step = state.steps[state.cursor]
@@ -342,6 +371,12 @@ class ScriptedChatModel(BaseChatModel):
                     tool_call["id"] = f"call_{state.next_call_id}"
                     state.next_call_id += 1
         return message
+
+    def _request_tools(self, kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
+        tools = kwargs.get("tools")
+        if isinstance(tools, Sequence) and not isinstance(tools, str):
+            return tuple(tools)
+        return self._tools
 
     def _visible_tool_names(self, kwargs: Mapping[str, Any]) -> tuple[str, ...]:
         # Tools passed per call (e.g. `model.bind(tools=[...])`) win over those bound.

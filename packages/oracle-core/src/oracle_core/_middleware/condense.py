@@ -1,0 +1,251 @@
+"""``history-condenser``: a thread's older messages folded into a summary that fits the window."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, NotRequired, TypedDict
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ExtendedModelResponse
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.messages.utils import get_buffer_string
+from langgraph.constants import TAG_NOSTREAM
+from langgraph.types import Command
+
+from oracle_core._middleware._common import state_value, turn_bindings
+from oracle_core._providers import DEFAULT_CONTEXT_WINDOW, context_window
+from oracle_core._tokens import count_prompt_tokens, count_tokens, truncate_tokens
+
+__all__ = ["HistoryCondenserMiddleware", "HistorySummary", "reply_reserve"]
+
+_logger = logging.getLogger("oracle.condense")
+
+SUMMARY_HEADING = "Summary of the earlier conversation, which you can no longer see:"
+
+SUMMARY_PROMPT = """You keep the running summary of a conversation between a user and an \
+AI assistant. The summary stands in for the older messages, which the assistant no \
+longer sees. Update it with the new messages below. Keep every fact, name, number, id, \
+decision, preference and open task that may matter later, and what tools returned; \
+drop greetings and repetition. Write at most {limit} tokens. Answer with the updated \
+summary only.
+
+<summary>
+{summary}
+</summary>
+
+<new_messages>
+{messages}
+</new_messages>"""
+
+
+class HistorySummary(TypedDict):
+    """The condensed part of a thread, kept in its checkpoint under ``history_summary``.
+
+    Attributes:
+        text: The summary of every message up to and including ``through``.
+        through: Id of the last message the summary covers.
+    """
+
+    text: str
+    through: str
+
+
+class CondensedState(AgentState[Any]):
+    """The state key the condenser adds to every agent that uses it."""
+
+    history_summary: NotRequired[HistorySummary | None]
+
+
+def reply_reserve(window: int) -> int:
+    """Tokens of a window kept free for the model's reply: a quarter, at most 16384."""
+    return min(window // 4, 16_384)
+
+
+def _summary_message(text: str) -> HumanMessage:
+    return HumanMessage(f"{SUMMARY_HEADING}\n\n{text}")
+
+
+def _cut_points(messages: Sequence[AnyMessage]) -> list[int]:
+    """Indices where a tail may start: never on a tool result, which needs its call, and
+    only after a stored message (one with an id), which the summary can name."""
+    return [
+        i
+        for i, m in enumerate(messages)
+        if i > 0 and not isinstance(m, ToolMessage) and messages[i - 1].id is not None
+    ]
+
+
+class HistoryCondenserMiddleware(AgentMiddleware[CondensedState, Any]):
+    """Keeps every model request inside its model's context window (CORE-18).
+
+    On each model call it measures the request as it will be sent: system prompt, tool
+    schemas and messages (``count_prompt_tokens``). When that passes the window less a
+    reserve for the reply (``reply_reserve``), the oldest messages are folded into a
+    running summary by the ``utility`` model and the request carries the summary and
+    the most recent messages instead. The summary goes into the checkpoint
+    (``history_summary``: its text and the id of the last message it covers), so the
+    next call and the next turn start from it; the thread's messages themselves stay as
+    they were, so the history a client reads loses nothing.
+
+    LangChain's ``SummarizationMiddleware`` is not used because it replaces the thread's
+    messages with the summary (the stored history would be lost), counts only the
+    messages against its trigger (not the system prompt and tools that share the window),
+    and trims what it summarises to the last few thousand tokens, which drops an earlier
+    summary from the next one.
+
+    Args:
+        window: The model's context window; ``None`` reads the turn's from the run
+            context's ``TurnBindings`` (the main agent, whose compiled graph is shared).
+        summarizer: The model that writes summaries; ``None`` takes the ``utility`` role
+            from the run's ``RuntimeContext`` when a summary is needed.
+        windows: ``LLM_CONTEXT_WINDOWS`` overrides, for the summarizer's own window.
+    """
+
+    state_schema = CondensedState
+
+    def __init__(
+        self,
+        *,
+        window: int | None = None,
+        summarizer: BaseChatModel | None = None,
+        windows: Mapping[str, int] | None = None,
+    ) -> None:
+        super().__init__()
+        self._window = window
+        self._summarizer = summarizer
+        self._windows = dict(windows or {})
+
+    @property
+    def name(self) -> str:
+        """The reserved name ``history-condenser``."""
+        return "history-condenser"
+
+    def _window_of(self, request: ModelRequest[Any]) -> int:
+        if self._window is not None:
+            return self._window
+        window = getattr(turn_bindings(request.runtime), "context_window", None)
+        return window if isinstance(window, int) and window > 0 else DEFAULT_CONTEXT_WINDOW
+
+    def _summarizer_of(self, request: ModelRequest[Any]) -> BaseChatModel:
+        if self._summarizer is not None:
+            return self._summarizer
+        rt_ctx = getattr(getattr(request.runtime, "context", None), "runtime_context", None)
+        llm = getattr(rt_ctx, "llm", None)
+        if llm is None:
+            raise RuntimeError("history-condenser: no model accessor in the run context")
+        model: BaseChatModel = llm.get("utility")
+        return model
+
+    @staticmethod
+    def _visible(request: ModelRequest[Any]) -> tuple[HistorySummary | None, list[AnyMessage]]:
+        """The stored summary and the request's messages it does not cover."""
+        summary = state_value(request.state, "history_summary")
+        messages = list(request.messages)
+        if not summary:
+            return None, messages
+        stored = list(state_value(request.state, "messages") or ())
+        ids = [m.id for m in stored]
+        if summary["through"] not in ids:
+            # The thread no longer holds that message; summarise it again from the start.
+            return None, messages
+        covered = set(ids[: ids.index(summary["through"]) + 1])
+        return summary, [m for m in messages if m.id is None or m.id not in covered]
+
+    def _compose(
+        self, request: ModelRequest[Any], summary: str | None, tail: Sequence[AnyMessage]
+    ) -> ModelRequest[Any]:
+        head = [_summary_message(summary)] if summary else []
+        return request.override(messages=[*head, *tail])
+
+    def _tokens(self, request: ModelRequest[Any]) -> int:
+        system = [request.system_message] if request.system_message is not None else []
+        return count_prompt_tokens([*system, *request.messages], request.tools)
+
+    async def _plan(
+        self, request: ModelRequest[Any]
+    ) -> tuple[ModelRequest[Any], HistorySummary | None]:
+        """The request to send, and the new summary to store (``None``: unchanged)."""
+        stored, visible = self._visible(request)
+        previous = stored["text"] if stored else None
+        composed = self._compose(request, previous, visible)
+        window = self._window_of(request)
+        budget = window - reply_reserve(window)
+        if self._tokens(composed) <= budget:
+            return composed, None
+        limit = max(64, budget // 5)
+        fixed = self._tokens(request.override(messages=[_summary_message("")]))
+        keep = max(0, (budget - fixed - limit) // 2)
+        cuts = _cut_points(visible)
+        if not cuts:
+            _logger.warning(
+                "history.too_large: the latest message alone exceeds the %d-token window", window
+            )
+            return composed, None
+        cut = cuts[-1]
+        for index in cuts:
+            if count_prompt_tokens(visible[index:]) <= keep:
+                cut = index
+                break
+        through = str(visible[cut - 1].id)
+        summarizer = self._summarizer_of(request)
+        text = await self._fold(summarizer, previous, visible[:cut], limit)
+        summary = HistorySummary(text=text, through=through)
+        return self._compose(request, text, visible[cut:]), summary
+
+    async def _fold(
+        self,
+        model: BaseChatModel,
+        summary: str | None,
+        messages: Sequence[AnyMessage],
+        limit: int,
+    ) -> str:
+        """``summary`` updated with ``messages``, in as many calls as the summarizer needs."""
+        window = context_window("utility", model, self._windows)
+        room = window - reply_reserve(window) - limit - count_tokens(SUMMARY_PROMPT) - 64
+        text = summary or ""
+        batch: list[str] = []
+        used = 0
+        for message in messages:
+            rendered = get_buffer_string([message])
+            size = count_tokens(rendered)
+            if size > room:
+                rendered, size = truncate_tokens(rendered, room), room
+            if batch and used + size > room:
+                text = await self._summarise(model, text, batch, limit)
+                batch, used = [], 0
+            batch.append(rendered)
+            used += size
+        if batch:
+            text = await self._summarise(model, text, batch, limit)
+        return text
+
+    @staticmethod
+    async def _summarise(model: BaseChatModel, summary: str, batch: list[str], limit: int) -> str:
+        prompt = SUMMARY_PROMPT.format(
+            limit=limit, summary=summary or "(nothing yet)", messages="\n".join(batch)
+        )
+        # Tagged so that a streaming run does not send the summary to the client as if
+        # it were the reply.
+        answer = await model.ainvoke([HumanMessage(prompt)], config={"tags": [TAG_NOSTREAM]})
+        text = str(answer.text).strip() if isinstance(answer, AIMessage) else ""
+        # A summary longer than asked would eat the room kept for recent messages.
+        return truncate_tokens(text, limit) or summary
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
+        """Call the model on the condensed request; store a new summary with the answer.
+
+        There is no sync form: a summary is written with an async model call.
+        """
+        planned, summary = await self._plan(request)
+        response = await handler(planned)
+        if summary is None:
+            return response
+        return ExtendedModelResponse(
+            model_response=response, command=Command(update={"history_summary": summary})
+        )
