@@ -189,8 +189,16 @@ class HistoryCondenserMiddleware(AgentMiddleware[CondensedState, Any]):
                 cut = index
                 break
         through = str(visible[cut - 1].id)
-        summarizer = self._summarizer_of(request)
-        text = await self._fold(summarizer, previous, visible[:cut], limit)
+        try:
+            text = await self._fold(self._summarizer_of(request), previous, visible[:cut], limit)
+        except Exception as exc:
+            # The turn goes on without the oldest messages this once; nothing is stored,
+            # so the next call tries again.
+            _logger.warning(
+                "history.summary_failed: %s; this call sends the latest messages only",
+                type(exc).__name__,
+            )
+            return self._compose(request, previous, visible[cut:]), None
         summary = HistorySummary(text=text, through=through)
         return self._compose(request, text, visible[cut:]), summary
 
