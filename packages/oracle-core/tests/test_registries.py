@@ -14,6 +14,7 @@ from oracle_core import (
     RESERVED_MIDDLEWARE_NAMES,
     Accessor,
     AuthExcludedRoute,
+    MainAgentHooks,
     OracleBootError,
     OraclePlugin,
     PluginContext,
@@ -24,7 +25,7 @@ from oracle_core import (
     Registries,
     RuntimeContext,
 )
-from oracle_core.testing import TestRuntime, create_test_runtime
+from oracle_core.testing import ScriptedChatModel, TestRuntime, create_test_runtime
 
 # --- shared helpers ---------------------------------------------------------------------
 
@@ -346,7 +347,19 @@ def test_the_reserved_middleware_names_are_the_framework_ones() -> None:
         "tool-retry",
         "page-context",
         "safety-guardrail",
+        "current-time",
+        "history-condenser",
     )
+
+
+async def test_the_framework_middleware_run_in_the_reserved_order() -> None:
+    async def title(room_id: str) -> str:
+        return "Room"
+
+    hooks = MainAgentHooks(get_room_title=title, safety_model=ScriptedChatModel(["SAFE"]))
+    async with await create_test_runtime(plugins=[], hooks=hooks) as rt:
+        names = tuple(m.name for m in rt.runtime.framework_middleware)
+    assert names == RESERVED_MIDDLEWARE_NAMES
 
 
 async def test_a_middleware_that_is_not_an_agent_middleware_fails_boot() -> None:
