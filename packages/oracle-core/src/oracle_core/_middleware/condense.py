@@ -67,6 +67,16 @@ def _summary_message(text: str) -> HumanMessage:
     return HumanMessage(f"{SUMMARY_HEADING}\n\n{text}")
 
 
+def _byte_bound(messages: Sequence[AnyMessage]) -> int:
+    """An upper bound of ``count_prompt_tokens(messages)``: a token is at least one byte."""
+    total = 0
+    for message in messages:
+        total += 4 + len(str(message.text).encode())
+        if isinstance(message, AIMessage):
+            total += sum(len(repr(call).encode()) for call in message.tool_calls)
+    return total
+
+
 def _cut_points(messages: Sequence[AnyMessage]) -> list[int]:
     """Indices where a tail may start: never on a tool result, which needs its call, and
     only after a stored message (one with an id), which the summary can name."""
@@ -159,10 +169,6 @@ class HistoryCondenserMiddleware(AgentMiddleware[CondensedState, Any]):
         head = [_summary_message(summary)] if summary else []
         return request.override(messages=[*head, *tail])
 
-    def _tokens(self, request: ModelRequest[Any]) -> int:
-        system = [request.system_message] if request.system_message is not None else []
-        return count_prompt_tokens([*system, *request.messages], request.tools)
-
     async def _plan(
         self, request: ModelRequest[Any]
     ) -> tuple[ModelRequest[Any], HistorySummary | None]:
@@ -172,22 +178,28 @@ class HistoryCondenserMiddleware(AgentMiddleware[CondensedState, Any]):
         composed = self._compose(request, previous, visible)
         window = self._window_of(request)
         budget = window - reply_reserve(window)
-        if self._tokens(composed) <= budget:
+        system = [request.system_message] if request.system_message is not None else []
+        # Each part is counted once per call: a prompt's count is the sum of its parts'.
+        base = count_prompt_tokens(system, request.tools)
+        head = [_summary_message(previous)] if previous else []
+        if base + _byte_bound([*head, *visible]) <= budget:
+            return composed, None  # No message can hold more tokens than bytes.
+        sizes = [count_prompt_tokens([m]) for m in visible]
+        if base + count_prompt_tokens(head) + sum(sizes) <= budget:
             return composed, None
         limit = max(64, budget // 5)
-        fixed = self._tokens(request.override(messages=[_summary_message("")]))
-        keep = max(0, (budget - fixed - limit) // 2)
+        frame = count_prompt_tokens([_summary_message("")])
+        keep = max(0, (budget - base - frame - limit) // 2)
         cuts = _cut_points(visible)
         if not cuts:
             _logger.warning(
                 "history.too_large: the latest message alone exceeds the %d-token window", window
             )
             return composed, None
-        cut = cuts[-1]
-        for index in cuts:
-            if count_prompt_tokens(visible[index:]) <= keep:
-                cut = index
-                break
+        tail = [0] * (len(visible) + 1)
+        for index in range(len(visible) - 1, -1, -1):
+            tail[index] = tail[index + 1] + sizes[index]
+        cut = next((i for i in cuts if tail[i] <= keep), cuts[-1])
         through = str(visible[cut - 1].id)
         try:
             text = await self._fold(self._summarizer_of(request), previous, visible[:cut], limit)
