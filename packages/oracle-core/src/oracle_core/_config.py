@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from oracle_core._errors import EnvValidationError, OracleBootError, OracleConfigError
+from oracle_core._tools import MODEL_ROLES
 
 __all__ = [
     "CoreEnv",
@@ -188,6 +189,8 @@ class CoreEnv(BaseModel):
             # ASCII digits only: int() would also take "²", "1_000" or "٣".
             if not sep or not role.strip() or not (tokens.isascii() and tokens.isdigit()):
                 raise ValueError(f"'{pair}' is not role=tokens")
+            if role.strip() not in MODEL_ROLES:
+                raise ValueError(f"'{role.strip()}' is not a role; use {', '.join(MODEL_ROLES)}")
             if not 1024 <= int(tokens) <= 100_000_000:
                 raise ValueError(f"'{pair}': a window is 1024 to 100000000 tokens")
         return value

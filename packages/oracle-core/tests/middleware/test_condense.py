@@ -175,7 +175,12 @@ def test_the_window_of_a_role() -> None:
 
 @pytest.mark.parametrize(
     ("value", "problem"),
-    [("main", "role=tokens"), ("main=²⁰⁰⁰", "role=tokens"), ("main=12", "1024 to")],
+    [
+        ("main", "role=tokens"),
+        ("main=²⁰⁰⁰", "role=tokens"),
+        ("main=12", "1024 to"),
+        ("mian=8192", "not a role"),
+    ],
 )
 def test_llm_context_windows_is_checked(value: str, problem: str) -> None:
     from oracle_core import CoreEnv, EnvValidationError
