@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NotRequired, TypedDict
 
@@ -21,6 +22,9 @@ from oracle_core._tokens import count_prompt_tokens, count_tokens, truncate_toke
 __all__ = ["HistoryCondenserMiddleware", "HistorySummary", "reply_reserve"]
 
 _logger = logging.getLogger("oracle.condense")
+
+# Stored messages do not change, so their counts are kept between calls and turns.
+_SIZE_CACHE_ENTRIES = 100_000
 
 SUMMARY_HEADING = "Summary of the earlier conversation, which you can no longer see:"
 
@@ -126,6 +130,7 @@ class HistoryCondenserMiddleware(AgentMiddleware[CondensedState, Any]):
         self._window = window
         self._summarizer = summarizer
         self._windows = dict(windows or {})
+        self._sizes: OrderedDict[tuple[str, int, int], int] = OrderedDict()
 
     @property
     def name(self) -> str:
@@ -163,6 +168,19 @@ class HistoryCondenserMiddleware(AgentMiddleware[CondensedState, Any]):
         covered = set(ids[: ids.index(summary["through"]) + 1])
         return summary, [m for m in messages if m.id is None or m.id not in covered]
 
+    def _size(self, message: AnyMessage) -> int:
+        """``count_prompt_tokens([message])``, remembered for stored messages."""
+        if message.id is None:
+            return count_prompt_tokens([message])
+        calls = len(message.tool_calls) if isinstance(message, AIMessage) else 0
+        key = (message.id, len(str(message.text)), calls)
+        size = self._sizes.get(key)
+        if size is None:
+            size = self._sizes[key] = count_prompt_tokens([message])
+            if len(self._sizes) > _SIZE_CACHE_ENTRIES:
+                self._sizes.popitem(last=False)
+        return size
+
     def _compose(
         self, request: ModelRequest[Any], summary: str | None, tail: Sequence[AnyMessage]
     ) -> ModelRequest[Any]:
@@ -184,7 +202,7 @@ class HistoryCondenserMiddleware(AgentMiddleware[CondensedState, Any]):
         head = [_summary_message(previous)] if previous else []
         if base + _byte_bound([*head, *visible]) <= budget:
             return composed, None  # No message can hold more tokens than bytes.
-        sizes = [count_prompt_tokens([m]) for m in visible]
+        sizes = [self._size(m) for m in visible]
         if base + count_prompt_tokens(head) + sum(sizes) <= budget:
             return composed, None
         limit = max(64, budget // 5)
