@@ -83,11 +83,15 @@ async def test_a_200_turn_session_stays_inside_a_3000_token_window() -> None:
     assert 0 < len(utility.calls) < TURNS // 4
 
 
+@pytest.mark.parametrize(
+    ("failure", "logged"),
+    [(RuntimeError("summarizer down"), "RuntimeError"), ("   ", "ValueError")],
+)
 async def test_a_failing_summarizer_costs_the_oldest_messages_not_the_turn(
-    caplog: pytest.LogCaptureFixture,
+    failure: Exception | str, logged: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     main = ScriptedChatModel([answer], on_exhausted="repeat_last", context_window=WINDOW)
-    utility = ScriptedChatModel([RuntimeError("summarizer down")], on_exhausted="repeat_last")
+    utility = ScriptedChatModel([failure], on_exhausted="repeat_last")
     async with await create_test_runtime(plugins=[], model=main, models={"utility": utility}) as rt:
         for turn in range(1, 41):
             result = await rt.run_turn(user_message(turn))
@@ -97,7 +101,7 @@ async def test_a_failing_summarizer_costs_the_oldest_messages_not_the_turn(
     assert all(c.prompt_tokens is not None and c.prompt_tokens <= WINDOW for c in main.calls)
     assert "history_summary" not in result.state
     assert len(result.state["messages"]) == 80
-    assert "history.summary_failed: RuntimeError" in caplog.text
+    assert f"history.summary_failed: {logged}" in caplog.text
 
 
 async def test_a_request_within_the_window_is_sent_unchanged() -> None:

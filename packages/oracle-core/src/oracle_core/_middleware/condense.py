@@ -268,8 +268,11 @@ class HistoryCondenserMiddleware(AgentMiddleware[CondensedState, Any]):
         # it were the reply.
         answer = await model.ainvoke([HumanMessage(prompt)], config={"tags": [TAG_NOSTREAM]})
         text = str(answer.text).strip() if isinstance(answer, AIMessage) else ""
+        if not text:
+            # Storing it would drop the folded messages with nothing in their place.
+            raise ValueError("the summarizer answered no text")
         # A summary longer than asked would eat the room kept for recent messages.
-        return truncate_tokens(text, limit) or summary
+        return truncate_tokens(text, limit)
 
     async def awrap_model_call(
         self,
