@@ -127,6 +127,7 @@ async def test_401_for_missing_bad_expired_and_misaddressed_tokens(
                 "statusCode": 401,
                 "message": "Invalid UCAN invocation",
                 "error": "Unauthorized",
+                "requestId": refused.headers["x-request-id"],
             }, name
 
         # A bearer without X-Auth-Type: ucan is not an authentication.

@@ -1,23 +1,32 @@
 """The server's error with a status, and error bodies in the shape the JavaScript client
-reads: ``{statusCode, message, error}`` (SRV-1).
+reads: ``{statusCode, message, error, requestId}`` (SRV-1).
 
 Raised wherever a request or a socket handshake is refused (authentication, turns, routes)
-and rendered by the HTTP layer's handlers (``_http/errors.py``).
+and rendered by the HTTP layer's handlers (``_http/errors.py``). The request id comes from
+``current_request_id``, which the HTTP pipeline sets for the request being served, so every
+error body of a request names it whichever stage refused the request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from http import HTTPStatus
 from typing import Any
 
 from starlette.responses import JSONResponse
 
-__all__ = ["HTTPError", "error_body", "error_response"]
+__all__ = ["HTTPError", "current_request_id", "error_body", "error_response"]
+
+current_request_id: ContextVar[str | None] = ContextVar("current_request_id", default=None)
+"""The id of the HTTP request being served (``X-Request-Id``); ``None`` outside one."""
 
 
 def error_body(status: int, message: str | Sequence[str], **extra: Any) -> dict[str, Any]:
-    """The NestJS-shaped error body (SRV-1); ``statusCode`` equals the HTTP status."""
+    """The NestJS-shaped error body (SRV-1); ``statusCode`` equals the HTTP status.
+
+    ``requestId`` is the served request's id, when there is one (``extra`` may set it).
+    """
     try:
         reason = HTTPStatus(status).phrase
     except ValueError:
@@ -27,6 +36,9 @@ def error_body(status: int, message: str | Sequence[str], **extra: Any) -> dict[
         "message": message if isinstance(message, str) else list(message),
         "error": reason,
     }
+    request_id = current_request_id.get()
+    if request_id is not None:
+        body["requestId"] = request_id
     body.update(extra)
     return body
 

@@ -32,6 +32,10 @@ def _strict_bool(value: object) -> object:
 EnvBool = Annotated[bool, BeforeValidator(_strict_bool)]
 
 REDIS_SCHEMES = ("redis", "rediss", "unix")
+# Far above what a person at the published client sends: about ten requests, two or three
+# of them turns, in its first minute.
+DEFAULT_TURN_LIMIT = 20
+DEFAULT_READ_LIMIT = 300
 DATABASE_SCHEMES = ("postgresql", "postgres", "sqlite")
 # A Matrix server name: a DNS name, IPv4 or bracketed IPv6 literal, and an optional port.
 _SERVER_NAME = re.compile(r"(?:[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
@@ -65,7 +69,9 @@ class ServerSettings(CoreEnv):
     redis_url: str | None = Field(None, alias="REDIS_URL")
     socketio_message_queue: str | None = Field(None, alias="SOCKETIO_MESSAGE_QUEUE")
     allow_single_replica_postgres: EnvBool = Field(False, alias="ALLOW_SINGLE_REPLICA_POSTGRES")
-    throttle_limit: int = Field(10, alias="THROTTLE_LIMIT", ge=1)
+    throttle_limit: int | None = Field(None, alias="THROTTLE_LIMIT", ge=1)
+    throttle_turn_limit: int | None = Field(None, alias="THROTTLE_TURN_LIMIT", ge=1)
+    throttle_read_limit: int | None = Field(None, alias="THROTTLE_READ_LIMIT", ge=1)
     throttle_ttl_seconds: int = Field(60, alias="THROTTLE_TTL_SECONDS", ge=1)
     frontend_tool_timeout_ms: int = Field(15000, alias="FRONTEND_TOOL_TIMEOUT_MS", ge=1)
     socket_handshake_limit: int = Field(30, alias="SOCKET_HANDSHAKE_LIMIT", ge=1)
@@ -141,6 +147,18 @@ class ServerSettings(CoreEnv):
     @classmethod
     def _asset_base_url(cls, value: str | None) -> str | None:
         return asset_base_url(value)
+
+    @property
+    def turn_limit(self) -> int:
+        """Turns (``POST /messages/{id}``) a user may start per ``THROTTLE_TTL_SECONDS``:
+        ``THROTTLE_TURN_LIMIT``, else ``THROTTLE_LIMIT``, else 20."""
+        return self.throttle_turn_limit or self.throttle_limit or DEFAULT_TURN_LIMIT
+
+    @property
+    def read_limit(self) -> int:
+        """Other protected requests a user may make per ``THROTTLE_TTL_SECONDS``:
+        ``THROTTLE_READ_LIMIT``, else ``THROTTLE_LIMIT``, else 300."""
+        return self.throttle_read_limit or self.throttle_limit or DEFAULT_READ_LIMIT
 
     @property
     def shared_storage(self) -> bool:

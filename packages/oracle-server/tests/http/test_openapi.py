@@ -318,7 +318,7 @@ async def test_main_responses_and_the_error_body_have_schemas(boot: Client) -> N
         "oracleEntityDid",
     ]
     error = schemas["ErrorBody"]
-    assert error["required"] == ["statusCode", "message", "error"]
+    assert error["required"] == ["statusCode", "message", "error", "requestId"]
     assert error["properties"]["message"] == {
         "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]
     }

@@ -142,11 +142,12 @@ def ixo_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     }
 
 
-async def test_protected_routes_answer_401_until_matrix_is_ready(tmp_path: Path) -> None:
+async def test_protected_routes_answer_503_until_matrix_is_ready(tmp_path: Path) -> None:
     # The ASGI transport runs no lifespan, so the Matrix layer never starts: it stays
     # pending, as it does while a real homeserver is slow to answer.
     app = await create_oracle_app(
         {"name": "Routes Oracle"},
+        plugins=[RoutesPlugin()],
         env=ixo_env(tmp_path),
         discover_entry_points=False,
         skip_graceful_shutdown=True,
@@ -154,10 +155,19 @@ async def test_protected_routes_answer_401_until_matrix_is_ready(tmp_path: Path)
     headers = auth_headers(Ed25519Signer.generate(), app.state.oracle_did)
     try:
         async with client_for(app) as client:
-            refused = await client.get("/sessions", headers=headers)
-            assert refused.status_code == 401
-            assert refused.json()["message"].startswith("Oracle not ready")
-            assert refused.headers["retry-after"] == "5"
+            # 503, not 401: the client renews its credentials on a 401.
+            for request in (
+                client.build_request("GET", "/sessions", headers=headers),
+                client.build_request("GET", "/sessions"),
+                client.build_request("POST", "/messages/s", headers=headers, json={"message": "x"}),
+                client.build_request("GET", "/plugin/ping", headers=headers),
+            ):
+                refused = await client.send(request)
+                assert refused.status_code == 503, request.url
+                assert refused.json()["message"].startswith("Oracle not ready")
+                assert refused.json()["code"] == "server.not_ready"
+                assert refused.json()["requestId"] == refused.headers["x-request-id"]
+                assert refused.headers["retry-after"] == "5"
             assert (await client.get("/health")).status_code == 200
             ready = await client.get("/ready")
             assert ready.status_code == 503

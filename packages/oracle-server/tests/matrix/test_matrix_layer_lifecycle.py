@@ -89,10 +89,15 @@ async def ready_body(base_url: str) -> tuple[int, dict[str, Any]]:
 
 
 async def refused_as_not_ready(base_url: str, user: Ed25519Signer) -> bool:
-    """Whether a protected route answers 401 ``Oracle not ready…``."""
+    """Whether a protected route answers 503 ``Oracle not ready…`` with ``Retry-After``
+    (never 401, which would make the client renew its credentials)."""
     async with httpx.AsyncClient(base_url=base_url, headers=user_headers(user)) as http:
         answer = await http.get("/sessions")
-    return answer.status_code == 401 and answer.json()["message"].startswith(NOT_READY)
+    return (
+        answer.status_code == 503
+        and answer.json()["message"].startswith(NOT_READY)
+        and "retry-after" in answer.headers
+    )
 
 
 async def until_loaded(base_url: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from oracle_server._errors import HTTPError, error_response
 from oracle_server._http.docs_ui import mount_api_docs
 from oracle_server._http.errors import (
     SERVICE_ERRORS,
+    UnhandledErrorMiddleware,
     handle_http_error,
     handle_method_not_allowed,
     handle_not_found,
@@ -41,6 +42,7 @@ from oracle_server._http.routes import (
     session_routes,
     system_routes,
 )
+from oracle_server._http.routing import RouteTable
 from oracle_server._http.state import ServerState
 from oracle_server._persistence import StorageUnavailableError
 
@@ -87,11 +89,14 @@ def build_http_app(
         authenticator=state.authenticator,
         exclusions=exclusions,
         rate_limiter=state.limiter,
-        throttle_limit=settings.throttle_limit,
+        namespace=state.oracle_did,
+        turn_limit=settings.turn_limit,
+        read_limit=settings.read_limit,
         throttle_window=settings.throttle_ttl_seconds,
         is_ready=lambda: state.ready,
         subscription_check=subscription_check,
     )
+    routes = RouteTable(_routes_of(lambda: app))
     origins = settings.cors_origins()
     any_origin = origins == ["*"]
     app = Starlette(
@@ -115,8 +120,9 @@ def build_http_app(
                 expose_headers=CORS_EXPOSE,
             ),
             Middleware(SecurityHeadersMiddleware),
-            Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
-            Middleware(ProtectionMiddleware, protection=protection, routes=_routes_of(lambda: app)),
+            Middleware(UnhandledErrorMiddleware),
+            Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, routes=routes),
+            Middleware(ProtectionMiddleware, protection=protection, routes=routes),
         ],
         lifespan=lifespan,
         exception_handlers={

@@ -1,7 +1,12 @@
-"""Request bodies (SRV-22, SRV-27, SRV-34): pydantic models with the client's camelCase keys."""
+"""Request bodies (SRV-22, SRV-27, SRV-34): pydantic models with the client's camelCase keys.
+
+In every body, ``null`` for an optional field means the field is absent (JavaScript
+clients send ``undefined`` members as ``null``), and numbers are finite and bounded.
+"""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -21,7 +26,30 @@ _MXC_RE = re.compile(r"^(mxc|https?)://.+")
 
 
 class _Dto(BaseModel):
-    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, allow_inf_nan=False
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_absent(cls, data: Any) -> Any:
+        # A required field keeps its null, which then fails as a wrong type.
+        if not isinstance(data, dict):
+            return data
+        optional = _optional_keys(cls)
+        return {k: v for k, v in data.items() if v is not None or k not in optional}
+
+
+@functools.cache
+def _optional_keys(model: type[BaseModel]) -> frozenset[str]:
+    """The names and aliases of ``model``'s fields that have a default."""
+    keys: set[str] = set()
+    for name, info in model.model_fields.items():
+        if not info.is_required():
+            keys.add(name)
+            if info.alias:
+                keys.add(info.alias)
+    return frozenset(keys)
 
 
 class BrowserToolDto(_Dto):
@@ -55,7 +83,7 @@ class AttachmentDto(_Dto):
     event_id: str | None = None
     filename: str = Field(min_length=1, max_length=255)
     mimetype: str = Field(min_length=1)
-    size: float | None = None
+    size: float | None = Field(None, ge=0)
 
     @model_validator(mode="after")
     def _source(self) -> AttachmentDto:
@@ -138,4 +166,4 @@ class StoreDelegationDto(_Dto):
     raw: str = Field(min_length=1)
     issuer: str | None = None
     audience: str | None = None
-    expiration: float | None = None
+    expiration: float | None = Field(None, ge=0)

@@ -1,4 +1,5 @@
-"""Starlette's exception handlers for the server's errors: JSON bodies in the client's shape."""
+"""The server's errors as responses: Starlette's exception handlers, and the catch-all
+middleware for the rest; every body in the client's JSON shape."""
 
 from __future__ import annotations
 
@@ -10,14 +11,18 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oracle_server._errors import HTTPError, error_response
 from oracle_server._persistence import StorageUnavailableError
 
 __all__ = [
+    "INTERNAL_ERROR",
     "SERVICE_ERRORS",
     "SERVICE_UNAVAILABLE",
     "STORAGE_UNAVAILABLE",
+    "UNHANDLED_CODE",
+    "UnhandledErrorMiddleware",
     "handle_http_error",
     "handle_method_not_allowed",
     "handle_not_found",
@@ -25,8 +30,6 @@ __all__ = [
     "handle_storage_unavailable",
     "service_unavailable_response",
 ]
-
-logger = logging.getLogger("oracle.server.http")
 
 
 async def handle_http_error(request: Request, exc: Exception) -> Response:
@@ -56,6 +59,60 @@ async def handle_not_found(request: Request, exc: Exception) -> Response:
 async def handle_method_not_allowed(request: Request, exc: Exception) -> Response:
     """Wrong methods answer JSON (SRV-2)."""
     return error_response(405, f"Cannot {request.method} {request.url.path}")
+
+
+INTERNAL_ERROR = "Internal server error"
+UNHANDLED_CODE = "http.unhandled"
+"""The code logged, and answered, for an exception no handler took."""
+
+logger = logging.getLogger("oracle_server.http")
+
+
+class UnhandledErrorMiddleware:
+    """Answers an exception that no handler took with a JSON 500, its details in the log.
+
+    Starlette's own catch-all (``ServerErrorMiddleware``) sits outside every middleware, so
+    its plain-text 500 has neither the request id nor the CORS and security headers; this
+    one sits inside them. An exception after the response started is logged and raised on,
+    so that the server ends the connection and the client sees a cut body, not a whole one.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            unavailable = None if started else service_unavailable_response(exc)
+            if unavailable is not None:  # the database or Redis away, raised in a middleware
+                await unavailable(scope, receive, send)
+                return
+            request_id = scope.get("state", {}).get("request_id")
+            logger.error(
+                "%s: %s %s raised %s (request %s)%s",
+                UNHANDLED_CODE,
+                scope["method"],
+                scope["path"],
+                type(exc).__name__,
+                request_id,
+                "; the response had started" if started else "; answered 500",
+                exc_info=exc,
+            )
+            if started:
+                raise
+            await error_response(500, INTERNAL_ERROR, code=UNHANDLED_CODE)(scope, receive, send)
 
 
 SERVICE_UNAVAILABLE = "A service the oracle depends on is unavailable; try again shortly"

@@ -229,11 +229,10 @@ class _DocumentBuilder:
             )
             responses.setdefault("413", error_response_doc("Body over the size limit."))
         if not public:
-            responses.setdefault(
-                "401", error_response_doc("Missing or invalid UCAN, or oracle not ready.")
-            )
+            responses.setdefault("401", error_response_doc("Missing or invalid UCAN."))
             responses.setdefault("402", error_response_doc("Subscription or credits required."))
             responses.setdefault("429", error_response_doc("Too many requests."))
+            responses.setdefault("503", error_response_doc("Oracle not ready yet (`Retry-After`)."))
         responses["default"] = error_response_doc("Error (SRV-1 shape).")
         operation["responses"] = dict(sorted(responses.items()))
         operation["security"] = [] if public else PROTECTED_SECURITY

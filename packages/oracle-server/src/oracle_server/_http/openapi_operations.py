@@ -43,14 +43,18 @@ def object_schema(required: Sequence[str], **properties: Any) -> dict[str, Any]:
 RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
     "ErrorBody": {
         **object_schema(
-            ["statusCode", "message", "error"],
+            ["statusCode", "message", "error", "requestId"],
             statusCode={"type": "integer", "description": "Equals the HTTP status."},
             message={"anyOf": [{"type": "string"}, STRINGS]},
             error={"type": "string", "description": "The reason phrase of the status."},
+            requestId={
+                "type": "string",
+                "description": "The request's id, as in its `X-Request-Id` header.",
+            },
             code={
                 "type": "string",
                 "description": "A stable error code, when the error has one "
-                "(e.g. `message.model_unknown`).",
+                "(e.g. `message.model_unknown`, `request.bad_number`, `server.not_ready`).",
             },
             outstandingClaims={**STRINGS, "description": "402 only: unpaid claim ids."},
             claims={**STRINGS, "description": "402 only: the same ids as outstandingClaims."},

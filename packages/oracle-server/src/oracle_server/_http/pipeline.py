@@ -1,28 +1,27 @@
 """The request pipeline as pure ASGI middleware (SRV-13 … 16, SRV-39 … 46).
 
-Outermost first: request id → CORS (Starlette's) → security headers → body limit →
-protection (exclusions, readiness, authentication, subscription gate, throttle) → routes.
-Pure ASGI keeps streaming bodies and context variables intact.
+Outermost first: request id → CORS (Starlette's) → security headers → unhandled errors →
+body limit → protection (exclusions, readiness, authentication, subscription gate,
+throttle) → routes. Pure ASGI keeps streaming bodies and context variables intact. The
+body limit and the throttle class of a request are its route's (``routing.py``).
 """
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from starlette.datastructures import Headers, MutableHeaders
-from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oracle_core import ROUTE_USER_SCOPE_STATE, AuthExcludedRoute, UserInfo
 from oracle_server._auth.authenticator import AuthData, Authenticator
-from oracle_server._errors import HTTPError, error_response
-from oracle_server._http.errors import SERVICE_ERRORS, service_unavailable_response
+from oracle_server._errors import HTTPError, current_request_id, error_response
+from oracle_server._http.parsing import BAD_NUMBER
 from oracle_server._http.ratelimit import RateLimiter
+from oracle_server._http.routing import RouteTable, ThrottleClass
 
 __all__ = [
     "BodyLimitMiddleware",
@@ -34,6 +33,9 @@ __all__ = [
 
 REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 NOT_READY = "Oracle not ready: Matrix initialisation or signing key pending"
+NOT_READY_CODE = "server.not_ready"
+TOO_LARGE = "request entity too large"
+TOO_LARGE_CODE = "request.too_large"
 BUILTIN_EXCLUSIONS = (
     AuthExcludedRoute("/"),
     AuthExcludedRoute("/health"),
@@ -61,6 +63,8 @@ class RequestIdMiddleware:
         given = Headers(scope=scope).get("x-request-id", "")
         request_id = given if REQUEST_ID_RE.fullmatch(given) else str(uuid.uuid4())
         scope.setdefault("state", {})["request_id"] = request_id
+        # Every error body of this request names it (``error_body``).
+        token = current_request_id.set(request_id)
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -70,7 +74,10 @@ class RequestIdMiddleware:
                     headers["X-Request-Id"] = request_id
             await send(message)
 
-        await self.app(scope, receive, send_with_id)
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            current_request_id.reset(token)
 
 
 class SecurityHeadersMiddleware:
@@ -105,20 +112,41 @@ class _TooLarge(Exception):
 
 
 class BodyLimitMiddleware:
-    """Refuses request bodies over ``max_bytes`` with 413, before the handler reads them."""
+    """Refuses request bodies over the route's limit with 413, before the handler reads
+    them: by ``Content-Length`` up front, and by counting while a chunked body streams in.
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+    Args:
+        app: The next ASGI app.
+        max_bytes: The limit of routes that declare none (``MAX_BODY_BYTES``).
+        routes: Where each request's route and its declared limit are found.
+    """
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int, routes: RouteTable | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.routes = routes or RouteTable()
+
+    def _limit(self, scope: Scope) -> int:
+        limits = self.routes.limits(scope)
+        declared = limits.max_body_bytes if limits is not None else None
+        return self.max_bytes if declared is None else declared
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self._limit(scope)
         declared = Headers(scope=scope).get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await error_response(413, "request entity too large")(scope, receive, send)
-            return
+        if declared is not None:
+            declared = declared.strip()
+            if not (declared.isascii() and declared.isdigit()):
+                refused = HTTPError(400, ["content-length must be a byte count"], code=BAD_NUMBER)
+                await refused.response()(scope, receive, send)
+                return
+            # Compared by length first: a thousand-digit header is never converted.
+            if len(declared) > len(str(limit)) or int(declared) > limit:
+                await _too_large(limit)(scope, receive, send)
+                return
         received = 0
         started = False
 
@@ -127,7 +155,7 @@ class BodyLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
+                if received > limit:
                     raise _TooLarge
             return message
 
@@ -141,7 +169,11 @@ class BodyLimitMiddleware:
             await self.app(scope, limited_receive, tracking_send)
         except _TooLarge:
             if not started:
-                await error_response(413, "request entity too large")(scope, receive, send)
+                await _too_large(limit)(scope, receive, send)
+
+
+def _too_large(limit: int) -> ASGIApp:
+    return error_response(413, TOO_LARGE, code=TOO_LARGE_CODE, limitBytes=limit)
 
 
 def _compile(route: AuthExcludedRoute) -> re.Pattern[str]:
@@ -178,15 +210,29 @@ SubscriptionCheck = Callable[[AuthData], Awaitable[None]]
 
 @dataclass
 class Protection:
-    """What ``ProtectionMiddleware`` needs; fields may be replaced while serving."""
+    """What ``ProtectionMiddleware`` needs; fields may be replaced while serving.
+
+    Attributes:
+        namespace: Prefixes every throttle key (the oracle's DID), so oracles sharing a
+            Redis keep apart budgets.
+        turn_limit: Turns per ``throttle_window`` per user (``THROTTLE_TURN_LIMIT``).
+        read_limit: Other protected requests per window per user (``THROTTLE_READ_LIMIT``).
+        throttle_window: The moving window, in seconds (``THROTTLE_TTL_SECONDS``).
+    """
 
     authenticator: Authenticator
     exclusions: ExclusionMatcher
     rate_limiter: RateLimiter
-    throttle_limit: int
+    namespace: str
+    turn_limit: int
+    read_limit: int
     throttle_window: int
     is_ready: Callable[[], bool] = lambda: True
     subscription_check: SubscriptionCheck | None = None
+
+    def limit_of(self, throttle: ThrottleClass) -> int:
+        """The per-user limit of a throttle class."""
+        return self.turn_limit if throttle == "turns" else self.read_limit
 
 
 class ProtectionMiddleware:
@@ -197,22 +243,17 @@ class ProtectionMiddleware:
         app: ASGIApp,
         *,
         protection: Protection,
-        routes: Callable[[], Sequence[BaseRoute]] | None = None,
+        routes: RouteTable | None = None,
     ) -> None:
         self.app = app
         self.protection = protection
-        self._routes = routes
-
-    def _routed(self, scope: Scope) -> bool:
-        """Whether a route answers this path (any method): unknown paths get a JSON 404
-        from the router, not a 401 (SRV-2)."""
-        if self._routes is None:
-            return True
-        return any(route.matches(scope)[0] != Match.NONE for route in self._routes())
+        self.routes = routes or RouteTable()
 
     async def _throttle(self, key: str, limit: int) -> None:
         decision = await self.protection.rate_limiter.hit(
-            key, limit=limit, window_seconds=self.protection.throttle_window
+            f"{self.protection.namespace}:{key}",
+            limit=limit,
+            window_seconds=self.protection.throttle_window,
         )
         if not decision.allowed:
             raise HTTPError(
@@ -229,17 +270,20 @@ class ProtectionMiddleware:
         path, method = scope["path"], scope["method"]
         client = scope.get("client")
         ip = client[0] if client else "unknown"
-        if not self._routed(scope):
+        limits = self.routes.limits(scope)
+        if limits is None:
+            # No route answers the path: the router's JSON 404, not a 401 (SRV-2).
             await self.app(scope, receive, send)
             return
         try:
             if protection.exclusions.matches(method, path):
                 if path == "/":
-                    await self._throttle(f"ip:{ip}:root", ROOT_LIMIT)
+                    await self._throttle(f"root:ip:{ip}", ROOT_LIMIT)
                 await self.app(scope, receive, send)
                 return
             if not protection.is_ready():
-                raise HTTPError(401, NOT_READY, headers={"Retry-After": "5"})
+                # 503, not 401: a 401 makes the client renew its credentials.
+                raise HTTPError(503, NOT_READY, headers={"Retry-After": "5"}, code=NOT_READY_CODE)
             headers = dict(Headers(scope=scope).items())
             state = scope.setdefault("state", {})
             auth = await protection.authenticator.authenticate(
@@ -248,7 +292,9 @@ class ProtectionMiddleware:
             if protection.subscription_check is not None:
                 await protection.subscription_check(auth)
             if not path.startswith(THROTTLE_EXEMPT):
-                await self._throttle(f"did:{auth.did}", protection.throttle_limit)
+                await self._throttle(
+                    f"{limits.throttle}:did:{auth.did}", protection.limit_of(limits.throttle)
+                )
             state["auth"] = auth
             # What core's route_context(request) reads for plugin route handlers.
             state[ROUTE_USER_SCOPE_STATE] = UserInfo(
@@ -259,28 +305,4 @@ class ProtectionMiddleware:
         except HTTPError as error:
             await error.response()(scope, receive, send)
             return
-        except SERVICE_ERRORS as exc:  # the rate limits' Redis, the delegations' database
-            response = service_unavailable_response(exc)
-            assert response is not None
-            await response(scope, receive, send)
-            return
         await self.app(scope, receive, send)
-
-
-def json_body_errors(errors: Sequence[Any]) -> list[str]:
-    """pydantic errors as the flat message list the client shows (SRV-15)."""
-    messages = []
-    for err in errors:
-        field = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
-        messages.append(f"{field} {err.get('msg', 'is invalid')}".strip())
-    return messages
-
-
-def parse_json(body: bytes) -> Any:
-    """Decode a JSON request body or raise ``HTTPError(400)``."""
-    if not body.strip():
-        return {}
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise HTTPError(400, ["body must be valid JSON"]) from exc

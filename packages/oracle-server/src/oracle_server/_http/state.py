@@ -12,7 +12,7 @@ from oracle_core import OracleRuntime
 from oracle_server._auth.authenticator import AuthData, Authenticator
 from oracle_server._auth.keys import OracleKey
 from oracle_server._errors import HTTPError
-from oracle_server._http.pipeline import json_body_errors, parse_json
+from oracle_server._http.parsing import json_body_errors, parse_json
 from oracle_server._persistence import Sessions, Storage
 from oracle_server._settings import ServerSettings
 from oracle_server._turns.bookkeeping import TurnBookkeeping

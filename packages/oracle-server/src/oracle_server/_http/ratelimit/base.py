@@ -21,15 +21,16 @@ _NAMESPACE = "hits"
 class RateDecision:
     """The outcome of one hit against a rate limit.
 
+    No count of the hits left is reported: reading it would cost an allowed hit a second
+    round trip to Redis, and no response carries it.
+
     Attributes:
         allowed: Whether the hit may proceed.
-        remaining: Hits still allowed in the current window after this one.
         retry_after: Seconds until a slot frees up; at least 1 when refused, 0 when allowed.
             Suitable for a ``Retry-After`` header as is.
     """
 
     allowed: bool
-    remaining: int
     retry_after: int
 
 
@@ -45,7 +46,7 @@ class RateLimiter(Protocol):
             window_seconds: Length of the moving window in seconds (at least 1).
 
         Returns:
-            Whether the hit is allowed, how many remain, and when to retry if refused.
+            Whether the hit is allowed, and when to retry if refused.
 
         Raises:
             ValueError: ``ratelimit.bad_limit`` or ``ratelimit.bad_window``.
@@ -78,8 +79,8 @@ async def decide(
         window_seconds: Length of the window in seconds.
 
     Returns:
-        The decision; ``remaining`` and ``retry_after`` are read from the window just after
-        the hit.
+        The decision. An allowed hit costs one call to the storage (one Lua script in
+        Redis); only a refused one reads the window again, for ``retry_after``.
 
     Raises:
         ValueError: ``limit`` or ``window_seconds`` is below 1.
@@ -91,10 +92,9 @@ async def decide(
             f"ratelimit.bad_window: window_seconds must be at least 1, got {window_seconds}"
         )
     item = window_item(limit, window_seconds)
-    allowed = await honour_cancellation(strategy.hit(item, key))
+    if await honour_cancellation(strategy.hit(item, key)):
+        return RateDecision(allowed=True, retry_after=0)
     window = await honour_cancellation(strategy.get_window_stats(item, key))
-    if allowed:
-        return RateDecision(allowed=True, remaining=max(0, window.remaining), retry_after=0)
     # Round up so a client that waits exactly Retry-After finds the slot free.
     retry_after = max(1, math.ceil(window.reset_time - time.time()))
-    return RateDecision(allowed=False, remaining=0, retry_after=retry_after)
+    return RateDecision(allowed=False, retry_after=retry_after)

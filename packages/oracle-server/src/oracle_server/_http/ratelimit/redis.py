@@ -8,8 +8,8 @@ a connection pool of this limiter's own, which :meth:`RedisRateLimiter.aclose` c
 
 Differences from the hand-written script it replaced: the timestamps come from the replica's
 clock rather than Redis' ``TIME`` (replicas' clocks must agree to well under a second, as
-NTP keeps them), and ``remaining`` / ``retry_after`` are read by a second script after the
-hit, so concurrent hits may report the same ``remaining``.
+NTP keeps them), and a refused hit reads ``retry_after`` with a second script; an allowed
+hit is one round trip.
 """
 
 from __future__ import annotations

@@ -11,11 +11,15 @@ from starlette.routing import BaseRoute, Route
 
 from oracle_server._errors import HTTPError
 from oracle_server._http.dto import StoreDelegationDto
+from oracle_server._http.routing import LimitedRoute, RouteLimits
 from oracle_server._http.state import auth_of, read_body, server_of
 from oracle_server._persistence import StoredDelegation
 from oracle_ucan import validate_delegation
 
-__all__ = ["delegation_routes"]
+__all__ = ["DELEGATION_BODY_BYTES", "delegation_routes"]
+
+DELEGATION_BODY_BYTES = 64 * 1024
+"""The largest body of ``POST /delegation``: a CAR of a few chained delegations fits."""
 
 
 async def store_delegation(request: Request) -> Response:
@@ -87,7 +91,12 @@ async def delete_delegation(request: Request) -> Response:
 def delegation_routes() -> list[BaseRoute]:
     """The delegation routes."""
     return [
-        Route("/delegation", store_delegation, methods=["POST"]),
+        LimitedRoute(
+            "/delegation",
+            store_delegation,
+            methods=["POST"],
+            limits=RouteLimits(max_body_bytes=DELEGATION_BODY_BYTES),
+        ),
         Route("/delegation", get_delegation, methods=["GET"]),
         Route("/delegation", delete_delegation, methods=["DELETE"]),
     ]

@@ -14,12 +14,14 @@ from starlette.routing import BaseRoute, Route
 
 from oracle_server._errors import HTTPError
 from oracle_server._http.history import to_message_dtos
+from oracle_server._http.parsing import bounded_int, query_int
 from oracle_server._http.state import auth_of, server_of
 
 __all__ = ["history_routes", "page"]
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
+MAX_CURSOR = 999_999_999
 _PREFIX = "m"
 
 
@@ -35,9 +37,9 @@ def decode_cursor(cursor: str, total: int) -> int:
         HTTPError: 400 for a cursor this server did not make.
     """
     digits = cursor.removeprefix(_PREFIX)
-    if not cursor.startswith(_PREFIX) or not digits.isdigit() or len(digits) > 9:
+    if not cursor.startswith(_PREFIX):
         raise HTTPError(400, ["cursor is not valid"])
-    return min(int(digits), total)
+    return min(bounded_int(digits, "cursor", maximum=MAX_CURSOR), total)
 
 
 def page(
@@ -64,10 +66,9 @@ def page(
 
 
 def _limit(request: Request) -> int:
-    raw = request.query_params.get("limit") or str(DEFAULT_LIMIT)
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-        raise HTTPError(400, [f"limit must be an integer from 1 to {MAX_LIMIT}"])
-    return int(raw)
+    return query_int(
+        request.query_params, "limit", default=DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT
+    )
 
 
 async def session_messages(request: Request) -> Response:

@@ -12,6 +12,8 @@ from starlette.routing import BaseRoute, Route
 from oracle_server._errors import HTTPError
 from oracle_server._http.dto import AbortDto, SendMessageDto
 from oracle_server._http.history import message_id, to_message_dtos
+from oracle_server._http.parsing import query_int
+from oracle_server._http.routing import LimitedRoute, RouteLimits
 from oracle_server._http.sse import SSE_HEADERS
 from oracle_server._http.state import auth_of, read_body, server_of
 from oracle_server._turns.failures import failure_of
@@ -19,6 +21,8 @@ from oracle_server._turns.runlog import RunGone, RunLog, follow
 from oracle_server._turns.runner import ActiveTurn, TurnInput
 
 __all__ = [
+    "ABORT_BODY_BYTES",
+    "MESSAGE_BODY_BYTES",
     "MODEL_UNKNOWN",
     "RUN_EVENTS_GONE",
     "RUN_EXPIRED",
@@ -26,6 +30,12 @@ __all__ = [
     "message_routes",
     "selected_model",
 ]
+
+MESSAGE_BODY_BYTES = 256 * 1024
+"""The largest body of ``POST /messages/{id}``: a 100,000-character message with its
+tools, actions and attachments fits."""
+ABORT_BODY_BYTES = 4 * 1024
+"""The largest body of ``POST /messages/abort``, which holds one session id."""
 
 MODEL_UNKNOWN = "message.model_unknown"
 """The ``code`` of the 400 answering a ``model`` that ``GET /models`` does not list."""
@@ -141,10 +151,7 @@ async def rejoin_run(request: Request) -> Response:
     """``GET /runs/{runId}?after=N``: the run's events after ``N``, then live to ``done``."""
     server, auth = server_of(request), auth_of(request)
     run_id = request.path_params["run_id"]
-    raw = request.query_params.get("after") or "0"
-    if not raw.isdigit():
-        raise HTTPError(400, ["after must be a non-negative integer"])
-    after = int(raw)
+    after = query_int(request.query_params, "after", default=0)
     runs = server.runner.runs
     info = await runs.info(run_id)
     if info is None or info.user_did != auth.did:
@@ -190,8 +197,18 @@ async def abort(request: Request) -> Response:
 def message_routes() -> list[BaseRoute]:
     """The message routes; abort is matched before ``/messages/{sessionId}``."""
     return [
-        Route("/messages/abort", abort, methods=["POST"]),
-        Route("/messages/{session_id}", send_message, methods=["POST"]),
+        LimitedRoute(
+            "/messages/abort",
+            abort,
+            methods=["POST"],
+            limits=RouteLimits(max_body_bytes=ABORT_BODY_BYTES),
+        ),
+        LimitedRoute(
+            "/messages/{session_id}",
+            send_message,
+            methods=["POST"],
+            limits=RouteLimits(max_body_bytes=MESSAGE_BODY_BYTES, throttle="turns"),
+        ),
         Route("/messages/{session_id}", history, methods=["GET"]),
         Route("/runs/{run_id}", rejoin_run, methods=["GET"]),
         Route("/sessions/{session_id}/run", session_run, methods=["GET"]),

@@ -10,12 +10,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from oracle_server._errors import HTTPError
+from oracle_server._http.parsing import query_int
 from oracle_server._http.state import auth_of, server_of
 from oracle_server._persistence import SessionRecord
 
 __all__ = ["session_routes"]
 
 MAX_PAGE = 100
+MAX_OFFSET = 2**31 - 1
 
 
 async def create_session(request: Request) -> Response:
@@ -39,24 +41,12 @@ async def create_session(request: Request) -> Response:
     return JSONResponse(created.to_wire(), status_code=201)
 
 
-def _int_param(request: Request, name: str, default: int, minimum: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise HTTPError(400, [f"{name} must be an integer"]) from exc
-    if value < minimum:
-        raise HTTPError(400, [f"{name} must not be less than {minimum}"])
-    return value
-
-
 async def list_sessions(request: Request) -> Response:
     """``GET /sessions?limit&offset`` → ``{sessions, total}``, newest first."""
     server, auth = server_of(request), auth_of(request)
-    limit = min(_int_param(request, "limit", 20, 1), MAX_PAGE)
-    offset = _int_param(request, "offset", 0, 0)
+    # A limit over the page size is served as a full page, as before.
+    limit = min(query_int(request.query_params, "limit", default=20, minimum=1), MAX_PAGE)
+    offset = query_int(request.query_params, "offset", default=0, maximum=MAX_OFFSET)
     records, total = await server.sessions.list(auth.did, limit=limit, offset=offset)
     return JSONResponse({"sessions": [r.to_wire() for r in records], "total": total})
 
