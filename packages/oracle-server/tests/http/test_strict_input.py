@@ -318,3 +318,20 @@ async def test_an_oversized_body_is_refused_before_it_is_sent(app: OracleApp) ->
             writer.close()
             await writer.wait_closed()
     assert status_line.split()[1] == b"413"
+
+
+async def test_an_answer_before_the_body_is_read_closes_the_connection(app: OracleApp) -> None:
+    # The server drops a keep-alive connection whose request body went unread; without
+    # `Connection: close` the client's next request on it would get no answer.
+    user = auth_headers(Ed25519Signer.generate(), app.state.oracle_did)
+    async with serving(app) as base_url, httpx.AsyncClient(base_url=base_url) as client:
+        for _ in range(3):
+            refused = await client.post("/delegation", json={})  # 401: the body is unread
+            assert refused.status_code == 401
+            assert refused.headers["connection"] == "close"
+            too_large = await client.post("/messages/abort", headers=user, content=b"x" * 5000)
+            assert too_large.status_code == 413
+            assert too_large.headers["connection"] == "close"
+            read = await client.post("/messages/abort", headers=user, json={"sessionId": "s"})
+            assert read.json() == {"success": False}
+            assert "connection" not in read.headers  # the body was read: kept alive

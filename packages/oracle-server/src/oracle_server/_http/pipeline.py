@@ -115,6 +115,11 @@ class BodyLimitMiddleware:
     """Refuses request bodies over the route's limit with 413, before the handler reads
     them: by ``Content-Length`` up front, and by counting while a chunked body streams in.
 
+    An answer sent before its request's body was read in full (this 413, a 401 or 429 of
+    the stages after it, a handler that ignores the body) carries ``Connection: close``
+    on HTTP/1: the server closes such a connection, and a client told so opens a new one
+    for its next request instead of losing it on the closed one.
+
     Args:
         app: The next ASGI app.
         max_bytes: The limit of routes that declare none (``MAX_BODY_BYTES``).
@@ -136,40 +141,46 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         limit = self._limit(scope)
-        declared = Headers(scope=scope).get("content-length")
-        if declared is not None:
-            declared = declared.strip()
-            if not (declared.isascii() and declared.isdigit()):
-                refused = HTTPError(400, ["content-length must be a byte count"], code=BAD_NUMBER)
-                await refused.response()(scope, receive, send)
-                return
-            # Compared by length first: a thousand-digit header is never converted.
-            if len(declared) > len(str(limit)) or int(declared) > limit:
-                await _too_large(limit)(scope, receive, send)
-                return
+        headers = Headers(scope=scope)
+        declared = headers.get("content-length")
+        body_read = declared is None and "transfer-encoding" not in headers
         received = 0
         started = False
 
         async def limited_receive() -> Message:
-            nonlocal received
+            nonlocal received, body_read
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
                     raise _TooLarge
+                body_read = body_read or not message.get("more_body", False)
             return message
 
         async def tracking_send(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
+                if not body_read and scope.get("http_version") in ("1.0", "1.1"):
+                    MutableHeaders(scope=message)["Connection"] = "close"
             await send(message)
 
+        if declared is not None:
+            declared = declared.strip()
+            body_read = declared == "0"
+            if not (declared.isascii() and declared.isdigit()):
+                refused = HTTPError(400, ["content-length must be a byte count"], code=BAD_NUMBER)
+                await refused.response()(scope, receive, tracking_send)
+                return
+            # Compared by length first: a thousand-digit header is never converted.
+            if len(declared) > len(str(limit)) or int(declared) > limit:
+                await _too_large(limit)(scope, receive, tracking_send)
+                return
         try:
             await self.app(scope, limited_receive, tracking_send)
         except _TooLarge:
             if not started:
-                await _too_large(limit)(scope, receive, send)
+                await _too_large(limit)(scope, receive, tracking_send)
 
 
 def _too_large(limit: int) -> ASGIApp:
