@@ -14,7 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from oracle_core import EnvValidationError
 from oracle_server import OracleApp, create_oracle_app
+from oracle_server._settings import load_settings
 from oracle_server.testing import OpenAIDouble, auth_headers, redis_url_or_skip, serving
 from oracle_ucan import Ed25519Signer
 
@@ -140,3 +142,23 @@ async def test_one_limit_still_sets_both_classes(serve: Serve) -> None:
         assert (await client.get("/sessions", headers=user)).status_code == 429
         sent = await client.post(f"/messages/{session_id}", headers=user, json={"message": "hi"})
         assert sent.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("env", "turns", "reads"),
+    [
+        ({}, 20, 300),
+        ({"THROTTLE_LIMIT": "50"}, 50, 50),
+        ({"THROTTLE_LIMIT": "50", "THROTTLE_TURN_LIMIT": "5"}, 5, 50),
+        ({"THROTTLE_READ_LIMIT": "1000"}, 20, 1000),
+    ],
+)
+def test_the_class_limits_and_their_defaults(env: dict[str, str], turns: int, reads: int) -> None:
+    settings = load_settings({"ORACLE_BACKEND": "local", **env})
+    assert (settings.turn_limit, settings.read_limit) == (turns, reads)
+
+
+@pytest.mark.parametrize("variable", ["THROTTLE_TURN_LIMIT", "THROTTLE_READ_LIMIT"])
+def test_a_class_limit_below_one_is_refused(variable: str) -> None:
+    with pytest.raises(EnvValidationError, match=variable):
+        load_settings({"ORACLE_BACKEND": "local", variable: "0"})
