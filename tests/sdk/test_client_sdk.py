@@ -131,7 +131,7 @@ async def scenario(
             env={
                 "ORACLE_BACKEND": "local",
                 "SQLITE_DATABASE_PATH": str(data),
-                "THROTTLE_LIMIT": "1000",
+                # The default throttle: the client's normal use never meets it.
                 **llm.env(),
             },
             discover_entry_points=False,
