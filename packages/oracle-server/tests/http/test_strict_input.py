@@ -238,6 +238,15 @@ async def test_null_means_absent_in_optional_fields(
     assert "messages" not in sent.json()  # returnAllMessages: null is its default, false
 
 
+async def test_the_document_says_optional_fields_take_null(client: httpx.AsyncClient) -> None:
+    schemas = (await client.get("/openapi.json")).json()["components"]["schemas"]
+    send = schemas["SendMessageDto"]["properties"]
+    assert send["stream"]["anyOf"] == [{"type": "boolean"}, {"type": "null"}]
+    assert send["stream"]["default"] is False
+    assert "anyOf" not in send["message"]  # required: null is refused
+    assert {"type": "null"} in schemas["AttachmentDto"]["properties"]["size"]["anyOf"]
+
+
 async def test_null_stays_an_error_in_required_fields(
     client: httpx.AsyncClient, user: dict[str, str]
 ) -> None:

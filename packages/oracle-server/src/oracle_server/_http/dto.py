@@ -25,9 +25,25 @@ __all__ = [
 _MXC_RE = re.compile(r"^(mxc|https?)://.+")
 
 
+def _document_null(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """The OpenAPI schema says what ``_null_is_absent`` does: optional fields take null."""
+    required = set(schema.get("required", ()))
+    properties: dict[str, Any] = schema.get("properties", {})
+    for name, prop in properties.items():
+        if name in required or {"type": "null"} in prop.get("anyOf", ()):
+            continue
+        kept = {k: v for k, v in prop.items() if k in ("default", "description", "title")}
+        shape = {k: v for k, v in prop.items() if k not in kept}
+        properties[name] = {"anyOf": [shape, {"type": "null"}], **kept}
+
+
 class _Dto(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, allow_inf_nan=False
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        allow_inf_nan=False,
+        json_schema_extra=_document_null,
     )
 
     @model_validator(mode="before")
