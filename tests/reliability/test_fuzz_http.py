@@ -2,7 +2,8 @@
 
 The oracle is served in a thread of its own (its model a loopback OpenAI double), so that
 hypothesis drives it from a plain test over real HTTP. The routes come from the document
-the oracle serves, so a route added later is fuzzed without a new test. Each example picks
+the oracle serves, the bundled plugins' included, so a route added later is fuzzed
+without a new test. Each example picks
 an operation and sends it with generated path and query parameters, headers and a JSON
 body built on the operation's request schema: the schema's own field names with values of
 any JSON type, ``NaN``, ``Infinity``, ``1e400``, long digit strings and non-ASCII digits
@@ -153,9 +154,9 @@ class ThreadServedOracle:
                         "ORACLE_BACKEND": "local",
                         "SQLITE_DATABASE_PATH": str(data),
                         "THROTTLE_LIMIT": "100000000",
+                        "MEMORY_BACKEND": "embedded",
                         **llm.env(),
                     },
-                    discover_entry_points=False,
                     skip_graceful_shutdown=True,
                 )
                 self._stop = asyncio.Event()
