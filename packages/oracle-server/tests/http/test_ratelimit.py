@@ -163,3 +163,30 @@ async def test_create_rate_limiter_picks_the_backend(redis_target: RedisTestTarg
     finally:
         await in_memory.aclose()
         await shared.aclose()
+
+
+async def test_redis_an_allowed_hit_is_one_round_trip(redis_target: RedisTestTarget) -> None:
+    # Redis' MONITOR shows every command the limiter sends under this test's prefix.
+    limiter = RedisRateLimiter(redis_target.url, prefix=redis_target.prefix)
+    client = Redis.from_url(redis_target.url)
+    marker = f"{redis_target.prefix}:end"
+    try:
+        # The first hit loads the scripts; what follows is the steady state.
+        await limiter.hit("did:warm", limit=1, window_seconds=60)
+        async with client.monitor() as monitor:
+            for _ in range(3):
+                assert (await limiter.hit("did:a", limit=3, window_seconds=60)).allowed
+            assert not (await limiter.hit("did:a", limit=3, window_seconds=60)).allowed
+            await client.echo(marker)
+            sent: list[str] = []
+            while True:
+                command = await monitor.next_command()
+                if marker in command["command"]:
+                    break
+                if command["client_type"] != "lua" and redis_target.prefix in command["command"]:
+                    sent.append(command["command"].split(" ", 1)[0].upper())
+        # Three allowed hits, one script each; the refused one reads the window too.
+        assert sent == ["EVALSHA"] * 3 + ["EVALSHA", "EVALSHA"]
+    finally:
+        await client.aclose()
+        await limiter.aclose()
