@@ -10,6 +10,7 @@ tried the same way: B may not join A's session's room.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -20,9 +21,11 @@ import httpx
 import pytest
 
 from oracle_server import OracleApp, create_oracle_app
+from oracle_server._socket.protocol import CLIENT_EVENTS
 from oracle_server.testing import (
     HandshakeRefusedError,
     OpenAIDouble,
+    RunningOracle,
     SocketClient,
     auth_headers,
     serving,
@@ -189,3 +192,39 @@ async def test_user_b_cannot_join_user_a_sessions_sockets(
     with pytest.raises(HandshakeRefusedError):
         await SocketClient.connect(base_url, {"sessionId": session_id}, {"invocation": b_token})
     assert app.gateway.sockets_of(session_id) == 0
+
+
+async def test_user_b_s_socket_events_never_settle_or_see_a_s_calls(tmp_path: Path) -> None:
+    """Every event a client may send (`CLIENT_EVENTS`), sent by B on B's own socket with
+    A's session id and the id of A's pending browser-tool call (the worst case: B learnt
+    it), changes nothing of A's: the call is still A's to answer, and B sees none of it."""
+    oracle = await RunningOracle.start(data_dir=tmp_path / "data")
+    try:
+        a, b = oracle.new_user(), oracle.new_user()
+        a_session, b_session = await oracle.create_session(a), await oracle.create_session(b)
+        a_tab = await oracle.connect(a, a_session)
+        b_tab = await oracle.connect(b, b_session)
+        await a_tab.wait_for("connected")
+        await b_tab.wait_for("connected")
+
+        call = asyncio.create_task(oracle.gateway.call_browser_tool(a_session, "read_page", {}))
+        [request] = await a_tab.wait_for("browser_tool_call")
+        forged = {
+            "sessionId": a_session,
+            "toolCallId": request["toolCallId"],
+            "requestId": request["toolCallId"],
+            "result": "forged by B",
+            "success": True,
+        }
+        for event in CLIENT_EVENTS:
+            await b_tab.emit(event, forged)
+        await b_tab.emit("ping")
+        await b_tab.wait_for("pong")  # B's events were all handled before the ping
+
+        assert not call.done()
+        assert oracle.gateway.sockets_of(a_session) == 1  # B did not join A's room
+        assert b_tab.records.named("browser_tool_call") == []
+        await a_tab.emit("tool_result", {**forged, "result": "A's page"})
+        assert await call == "A's page"
+    finally:
+        await oracle.aclose()
