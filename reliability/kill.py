@@ -239,6 +239,16 @@ async def kill_runs(
                 await oracle.start()
                 if setup.ready is not None:
                     await asyncio.wait_for(setup.ready(oracle.base_url), 60)
+                # One turn first, outside the figures: a fresh process pays its one-off
+                # costs (imports, the tokenizer's vocabulary) on its first turn, and kills
+                # should land in turns, not in those.
+                async with httpx.AsyncClient(base_url=oracle.base_url, timeout=60) as warm:
+                    session = (await warm.post("/sessions", headers=setup.headers[0])).json()
+                    await warm.post(
+                        f"/messages/{session['sessionId']}",
+                        headers=setup.headers[0],
+                        json={"message": "warm up"},
+                    )
 
             await start()
             headers = setup.headers

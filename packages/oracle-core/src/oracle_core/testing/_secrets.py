@@ -44,6 +44,10 @@ SECRET_PATTERNS: dict[str, re.Pattern[str]] = {
 
 _lock = threading.Lock()
 _sensitive: set[str] = set()
+# The marked values by their first MIN_SENSITIVE_LENGTH characters: a text is searched in
+# one pass over its positions, whatever the number of values marked (a whole test run
+# marks thousands of tokens and messages, and every test's logs are searched for all).
+_by_prefix: dict[str, set[str]] = {}
 
 
 def mark_sensitive(*values: object) -> None:
@@ -55,7 +59,9 @@ def mark_sensitive(*values: object) -> None:
     with _lock:
         for value in values:
             if isinstance(value, str) and len(value.strip()) >= MIN_SENSITIVE_LENGTH:
-                _sensitive.add(value.strip())
+                text = value.strip()
+                _sensitive.add(text)
+                _by_prefix.setdefault(text[:MIN_SENSITIVE_LENGTH], set()).add(text)
 
 
 def sensitive_values() -> frozenset[str]:
@@ -93,18 +99,30 @@ def leaks_in(records: Iterable[logging.LogRecord]) -> list[LogLeak]:
     A record is read as a handler would write it: its message with arguments, and the
     traceback text of an exception it carries.
     """
-    marked = sensitive_values()
     leaks: list[LogLeak] = []
     for record in records:
         text = _record_text(record)
-        for value in marked:
-            if value in text:
-                leaks.append(LogLeak(record.name, "marked value", _hint(value)))
+        for value in sorted(_marked_in(text)):
+            leaks.append(LogLeak(record.name, "marked value", _hint(value)))
         for kind, pattern in SECRET_PATTERNS.items():
             match = pattern.search(text)
             if match is not None:
                 leaks.append(LogLeak(record.name, kind, _hint(match.group(0))))
     return leaks
+
+
+def _marked_in(text: str) -> set[str]:
+    """The marked values ``text`` contains."""
+    width = MIN_SENSITIVE_LENGTH
+    found: set[str] = set()
+    with _lock:
+        if not _by_prefix:
+            return found
+        for start in range(len(text) - width + 1):
+            candidates = _by_prefix.get(text[start : start + width])
+            if candidates:
+                found.update(v for v in candidates if text.startswith(v, start))
+    return found
 
 
 def _record_text(record: logging.LogRecord) -> str:
