@@ -38,8 +38,8 @@ class OracleProcess:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         # Not under a coverage tracer (``patch = ["subprocess"]`` exports its config to
-        # every child): the figures are of the server as it runs, and tracing one under
-        # a thousand sessions made the test run several times slower.
+        # every child): the figures are of the server as it runs, and tracing it made
+        # the short soak and kill runs inside make test several times slower.
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE_")}
         self.env = {
             **inherited,
