@@ -1,11 +1,16 @@
 """Soak: many concurrent SSE sessions for minutes; errors, memory and descriptors.
 
 Each session is a user of its own who sends turns back to back, streamed, and reads every
-frame to ``done``; every fourth turn calls the slow tool first. The oracle runs in a
-process of its own (``OracleProcess``), so its resident memory and open descriptors are
-read from ``/proc`` every few seconds. A run passes with no error and, after warm-up (the
-first quarter of the run), both figures flat: the mean of the last third of the samples
-within ``tolerance`` of the mean of the first third.
+frame to ``done``; every fourth turn calls the slow tool first. The sessions arrive spread
+over the first tenth of the run, not all in one millisecond; a stream that drops is
+rejoined as the JavaScript client does, and counted. So the load is past what
+one replica serves: turns wait ``queued`` (``TURN_CONCURRENCY``, at its default) with
+their streams open, and the run shows that a saturated server slows down evenly instead
+of failing. The oracle runs in a process of its own (``OracleProcess``), so its resident
+memory and open descriptors are read from ``/proc`` every few seconds while the load
+lasts (not while the last turns drain). A run passes with no error and, after warm-up
+(the first quarter of the run), both figures flat: the mean of the last third of the
+samples within ``tolerance`` of the mean of the first third.
 """
 
 from __future__ import annotations
@@ -39,13 +44,17 @@ class SoakFigures:
     seconds: float
     turns: int = 0
     errors: Counter[str] = field(default_factory=Counter)
+    latencies: list[float] = field(default_factory=list)
+    rejoins: int = 0
+    elapsed: float = 0.0
     rss: list[tuple[float, int]] = field(default_factory=list)
     fds: list[tuple[float, int]] = field(default_factory=list)
 
     @property
     def turns_per_second(self) -> float:
-        """Finished turns per second of the run."""
-        return self.turns / self.seconds if self.seconds else 0.0
+        """Finished turns per second, the drain of the last turns included."""
+        elapsed = self.elapsed or self.seconds
+        return self.turns / elapsed if elapsed else 0.0
 
     def drift(self, samples: list[tuple[float, int]]) -> float:
         """The mean of the last third of the samples after warm-up over that of the
@@ -67,10 +76,18 @@ class SoakFigures:
         fds = [value for _, value in self.fds]
         lines = [
             f"soak: {self.sessions} concurrent SSE sessions for {self.seconds:.0f} s",
-            f"  turns finished: {self.turns} ({self.turns_per_second:.1f}/s)",
+            f"  turns finished: {self.turns} ({self.turns_per_second:.1f}/s; "
+            f"the last drained {max(0.0, self.elapsed - self.seconds):.0f} s after the load)",
             f"  errors: {sum(self.errors.values())}"
             + (f" {dict(self.errors)}" if self.errors else ""),
+            f"  streams dropped and rejoined to their end: {self.rejoins}",
         ]
+        if self.latencies:
+            ordered = sorted(self.latencies)
+            lines.append(
+                f"  turn time: median {statistics.median(ordered):.1f} s, "
+                f"p95 {ordered[int(0.95 * (len(ordered) - 1))]:.1f} s, max {ordered[-1]:.1f} s"
+            )
         if rss:
             lines.append(
                 f"  server RSS: min {min(rss) / mib:.0f} MiB, max {max(rss) / mib:.0f} MiB, "
@@ -93,8 +110,9 @@ def _reply(chat: ChatRequest) -> Step:
 
 
 async def _session(
-    client: httpx.AsyncClient, oracle_did: str, figures: SoakFigures, until: float
+    client: httpx.AsyncClient, oracle_did: str, figures: SoakFigures, until: float, delay: float
 ) -> None:
+    await asyncio.sleep(delay)
     user = Ed25519Signer.generate()
     created = await client.post("/sessions", headers=auth_headers(user, oracle_did))
     if created.status_code != 201:
@@ -103,40 +121,91 @@ async def _session(
     session_id = created.json()["sessionId"]
     body = {"message": "How are the tides today?", "stream": True}
     while time.monotonic() < until:
+        sent = time.monotonic()
         try:
-            # A fresh token per turn: a run outlives UCAN_AUTH_MAX_TTL_SECONDS.
-            headers = auth_headers(user, oracle_did)
-            status = await _turn(client, f"/messages/{session_id}", headers, body)
+            status = await _turn(client, session_id, user, oracle_did, body, figures)
         except httpx.HTTPError as exc:
             figures.errors[type(exc).__name__] += 1
             continue
         if status == "finished":
             figures.turns += 1
+            figures.latencies.append(time.monotonic() - sent)
         else:
             figures.errors[status] += 1
 
 
+@dataclass
+class _Run:
+    """What a turn's frames said so far."""
+
+    run_id: str | None = None
+    last_id: int = 0
+    outcome: str | None = None
+
+
+REJOINS = 3
+"""How often a turn whose stream drops is rejoined before the drop counts as an error."""
+
+
 async def _turn(
-    client: httpx.AsyncClient, path: str, headers: dict[str, str], body: dict[str, object]
+    client: httpx.AsyncClient,
+    session_id: str,
+    user: Ed25519Signer,
+    oracle_did: str,
+    body: dict[str, object],
+    figures: SoakFigures,
 ) -> str:
-    async with client.stream("POST", path, headers=headers, json=body) as response:
-        if response.status_code != 200:
-            return f"HTTP {response.status_code}"
-        done: dict[str, object] | None = None
-        event = ""
-        async for line in response.aiter_lines():
-            if line.startswith("event: "):
-                event = line.removeprefix("event: ")
-            elif line.startswith("data: ") and event in ("done", "error"):
-                data = json.loads(line.removeprefix("data: "))
-                if event == "error":
-                    return f"error frame {data.get('code', '')}".strip()
-                done = data
-    return str(done.get("status")) if done else "no done frame"
+    """One streamed turn to its end: ``finished``, or what went wrong.
+
+    As the JavaScript client does, a stream that drops after its ``run`` frame is rejoined
+    (``GET /runs/{id}?after=<last frame>``); each rejoin is counted in the figures.
+    """
+    run = _Run()
+    # A fresh token per request: a run outlives UCAN_AUTH_MAX_TTL_SECONDS.
+    request = client.stream(
+        "POST", f"/messages/{session_id}", headers=auth_headers(user, oracle_did), json=body
+    )
+    for attempt in range(REJOINS + 1):
+        try:
+            async with request as response:
+                if response.status_code != 200:
+                    return f"HTTP {response.status_code}" + (" on rejoin" if attempt else "")
+                await _read(response, run)
+            break
+        except httpx.TransportError:
+            if run.run_id is None or attempt == REJOINS:
+                raise
+            figures.rejoins += 1
+            request = client.stream(
+                "GET",
+                f"/runs/{run.run_id}",
+                params={"after": run.last_id},
+                headers=auth_headers(user, oracle_did),
+            )
+    return run.outcome or "no done frame"
 
 
-async def _sample(oracle: OracleProcess, figures: SoakFigures, started: float) -> None:
-    while True:
+async def _read(response: httpx.Response, run: _Run) -> None:
+    event = ""
+    async for line in response.aiter_lines():
+        if line.startswith("id: "):
+            run.last_id = int(line.removeprefix("id: "))
+        elif line.startswith("event: "):
+            event = line.removeprefix("event: ")
+        elif line.startswith("data: ") and event in ("run", "done", "error"):
+            data = json.loads(line.removeprefix("data: "))
+            if event == "run":
+                run.run_id = str(data["runId"])
+            elif event == "error":
+                run.outcome = f"error frame {data.get('code', '')}".strip()
+            elif run.outcome is None:
+                run.outcome = str(data.get("status"))
+
+
+async def _sample(
+    oracle: OracleProcess, figures: SoakFigures, started: float, until: float
+) -> None:
+    while time.monotonic() < until:
         at = time.monotonic() - started
         with contextlib.suppress(OSError, StopIteration):
             figures.rss.append((at, oracle.rss_bytes()))
@@ -168,14 +237,17 @@ async def soak(sessions: int, seconds: float, *, work_dir: Path | None = None) -
                 ) as client:
                     oracle_did = _dev_oracle_did(root / "data")
                     started = time.monotonic()
-                    sampler = asyncio.create_task(_sample(oracle, figures, started))
                     until = started + seconds
+                    sampler = asyncio.create_task(_sample(oracle, figures, started, until))
+                    ramp = seconds / 10 / sessions
                     await asyncio.gather(
-                        *(_session(client, oracle_did, figures, until) for _ in range(sessions))
+                        *(
+                            _session(client, oracle_did, figures, until, n * ramp)
+                            for n in range(sessions)
+                        )
                     )
-                    sampler.cancel()
-                    await asyncio.gather(sampler, return_exceptions=True)
-                    figures.seconds = time.monotonic() - started
+                    await sampler
+                    figures.elapsed = time.monotonic() - started
             finally:
                 await oracle.stop()
     return figures

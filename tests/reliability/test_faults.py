@@ -22,13 +22,16 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+import sqlalchemy.exc
 from pydantic import BaseModel
 from reliability.app import SlowLookupPlugin
+from sqlalchemy import text
 
 from oracle_core import OraclePlugin, PluginContext, PluginTool, RuntimeContext, plugin_tool
 from oracle_plugins.memory import MemoryPlugin
 from oracle_plugins.memory.testing import MemoryEngineDouble
 from oracle_server import OracleApp, create_oracle_app
+from oracle_server._turns.failures import failure_of
 from oracle_server.testing import (
     LoopbackServer,
     OpenAIDouble,
@@ -357,6 +360,42 @@ async def test_postgresql_restarted_mid_run(serve: Serve, llm: OpenAIDouble) -> 
             )
             assert after.status_code == 200, after.text
             assert after.json()["message"]["content"] == "Fine again."
+
+
+async def test_a_database_pool_with_no_connection_free_answers_503(
+    serve: Serve, llm: OpenAIDouble
+) -> None:
+    user = Ed25519Signer.generate()
+    env = {"DATABASE_POOL_SIZE": "1", "DATABASE_POOL_TIMEOUT_SECONDS": "0.3"}
+    async with (
+        serve(**env) as (app, base_url),
+        httpx.AsyncClient(base_url=base_url, timeout=60) as client,
+    ):
+        headers = auth_headers(user, app.state.oracle_did)
+        session_id = await stored_first_turn(client, headers, llm)
+        engine = app.state.storage.engine
+        # Both connections of the pool (one kept, one for a burst) are taken.
+        async with engine.connect() as first, engine.connect() as second:
+            await first.execute(text("SELECT 1"))
+            await second.execute(text("SELECT 1"))
+            busy = await client.get("/delegation", headers=headers)  # stored delegations
+            assert busy.status_code == 503, busy.text
+            assert busy.json()["code"] == "service.database_unavailable"
+            assert "retry-after" in busy.headers
+        history = contents(await client.get(f"/messages/{session_id}", headers=headers))
+        assert history == ["remember this", "Noted."]
+        llm.add_steps("Fine again.")
+        after = await client.post(
+            f"/messages/{session_id}", headers=headers, json={"message": "ok?"}
+        )
+        assert after.json()["message"]["content"] == "Fine again."
+
+
+def test_a_turn_failed_by_a_saturated_database_is_retryable() -> None:
+    failure = failure_of(sqlalchemy.exc.TimeoutError("QueuePool limit reached"))
+    assert failure.code == "turn.service_unavailable"
+    assert failure.retryable
+    assert "QueuePool" not in failure.message
 
 
 async def test_redis_down_and_back(serve: Serve, llm: OpenAIDouble) -> None:

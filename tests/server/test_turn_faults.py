@@ -1,6 +1,7 @@
 """Turns that go wrong, over HTTP against the model double: what the client is told of a
 failure, frames that cannot be encoded, events of turns sharing a request id, a model that
-stalls or trickles, a rejoin of an ended or expired run, and a session deleted mid-turn."""
+stalls or trickles, more turns than a replica runs at once, a rejoin of an ended or
+expired run, and a session deleted mid-turn."""
 
 from __future__ import annotations
 
@@ -277,6 +278,53 @@ async def test_a_trickling_model_is_ended_at_the_turn_deadline(
         app.state.runner.deadline = 60
         _, again = await stream_turn(client, session, headers)
         assert again[-1].data["status"] == "finished"
+
+
+# -- more turns than the replica runs at once ------------------------------------------------
+
+
+async def test_turns_past_the_concurrency_bound_wait_queued_then_run(
+    serve: Serve, llm: OpenAIDouble
+) -> None:
+    plugin = FaultyPlugin()
+    # Alice's and Bob's turns each hold the only slot in a tool until their deadline
+    # ends them (tools are not timed by the idle timeout); Carol's turn answers.
+    llm.add_steps(ToolCalls([("hold", {})]), ToolCalls([("hold", {})]), "Your turn came.")
+    users = [Ed25519Signer.generate() for _ in range(3)]
+    async with (
+        serve([plugin], TURN_CONCURRENCY="1", TURN_DEADLINE_SECONDS="3") as (app, base_url),
+        httpx.AsyncClient(base_url=base_url, timeout=60) as client,
+    ):
+        headers = [auth_headers(user, app.state.oracle_did) for user in users]
+        sessions = [await new_session(client, h) for h in headers]
+        alice = asyncio.create_task(stream_turn(client, sessions[0], headers[0]))
+        await asyncio.wait_for(plugin.holding.wait(), 30)
+        turns: list[asyncio.Task[tuple[httpx.Response, list[SseEvent]]]] = []
+        for session, session_headers in zip(sessions[1:], headers[1:], strict=True):
+            # One after the other: the slot goes in arrival order.
+            turns.append(asyncio.create_task(stream_turn(client, session, session_headers)))
+            async with asyncio.timeout(30):
+                while not app.state.runner.turns_of(session):  # noqa: ASYNC110 - polling
+                    await asyncio.sleep(0.01)
+        bob, carol = turns
+        for session in sessions[1:]:
+            info = await app.state.runner.runs.info(app.state.runner.turns_of(session)[0].run_id)
+            assert info is not None
+            assert info.status == "queued"  # other users' sessions, and still they wait
+        assert len(llm.requests) == 1
+
+        for task in (alice, bob):
+            _, held = await task
+            assert_whole(held)
+            assert held[-2].data["code"] == "turn.deadline"
+        # Carol waited for two deadlines, yet her turn ran whole: a deadline counts from
+        # when a turn runs, not from when it queued.
+        _, served = await carol
+        assert_whole(served)
+        assert served[-1].data["status"] == "finished"
+        reply = "".join(e.data["content"] for e in served if e.event == "message")
+        assert reply == "Your turn came."
+        assert len(llm.requests) == 3
 
 
 # -- rejoining an ended run -----------------------------------------------------------------

@@ -75,12 +75,20 @@ class OracleApp:
         self._before_listen.append(fn)
 
     def hypercorn_config(self, *, host: str, port: int) -> Any:
-        """Hypercorn settings: larger request heads for UCAN headers, a drain-aware grace."""
+        """Hypercorn settings: larger request heads for UCAN headers, a drain-aware grace,
+        a keep-alive longer than clients' and a listen backlog for many at once."""
         from hypercorn.config import Config
 
         config = Config()
         config.bind = [f"{host}:{port}"]
         config.h11_max_incomplete_size = 64 * 1024
+        # The server must hold an idle connection longer than its clients (and proxies)
+        # do: when it closes first, a request the client sends on that connection at the
+        # same moment fails with a reset the client cannot safely retry.
+        config.keep_alive_timeout = self.state.settings.http_keep_alive_seconds
+        # Hypercorn's 100 drops connection attempts when a crowd of clients connects at
+        # once (every tab after a restart); the kernel caps it at somaxconn.
+        config.backlog = 2048
         config.graceful_timeout = float(self.state.settings.shutdown_drain_seconds + 5)
         config.accesslog = None
         return config

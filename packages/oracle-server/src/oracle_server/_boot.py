@@ -270,7 +270,11 @@ async def open_storage(
 ) -> Persistence:
     """The server database (``DATABASE_URL``, else SQLite under ``SQLITE_DATABASE_PATH``)
     and the checkpointers: one file per user, or PostgreSQL in shared mode."""
-    storage = await Storage.open(database_url(settings.database_url, settings.sqlite_path))
+    storage = await Storage.open(
+        database_url(settings.database_url, settings.sqlite_path),
+        pool_size=settings.database_pool_size,
+        pool_timeout=settings.database_pool_timeout_seconds,
+    )
     stack.push_async_callback(_closing("the server database", storage.close))
     checkpointers = await open_checkpointers(
         storage.kind,
@@ -431,6 +435,7 @@ def build_turns(
         runs=replicas.runs,
         idle_timeout=settings.turn_idle_timeout_seconds,
         deadline=settings.turn_deadline_seconds,
+        concurrency=settings.turn_concurrency or None,
     )
     # SRV-54: aborts reach the replica running the turn, wherever they arrive.
     runner.abort_elsewhere = replicas.bus.abort_elsewhere

@@ -5,6 +5,7 @@ Raised wherever a request or a socket handshake is refused (authentication, turn
 and rendered by the HTTP layer's handlers (``_http/errors.py``). The request id comes from
 ``current_request_id``, which the HTTP pipeline sets for the request being served, so every
 error body of a request names it whichever stage refused the request.
+``SERVICE_ERRORS`` are what the database and Redis raise when they are away or saturated.
 """
 
 from __future__ import annotations
@@ -14,9 +15,18 @@ from contextvars import ContextVar
 from http import HTTPStatus
 from typing import Any
 
+import sqlalchemy.exc
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.responses import JSONResponse
 
-__all__ = ["HTTPError", "current_request_id", "error_body", "error_response"]
+__all__ = [
+    "SERVICE_ERRORS",
+    "HTTPError",
+    "current_request_id",
+    "error_body",
+    "error_response",
+]
 
 current_request_id: ContextVar[str | None] = ContextVar("current_request_id", default=None)
 """The id of the HTTP request being served (``X-Request-Id``); ``None`` outside one."""
@@ -74,3 +84,27 @@ class HTTPError(Exception):
     def response(self) -> JSONResponse:
         """This error as a response."""
         return error_response(self.status, self.message, headers=self.headers, **self.extra)
+
+
+def _service_errors() -> tuple[type[Exception], ...]:
+    errors: list[type[Exception]] = [
+        sqlalchemy.exc.OperationalError,
+        sqlalchemy.exc.InterfaceError,
+        # The pool had no connection to hand out in time: the database is saturated.
+        sqlalchemy.exc.TimeoutError,
+        RedisConnectionError,
+        RedisTimeoutError,
+    ]
+    try:  # the PostgreSQL extra: LangGraph's checkpointer raises psycopg's own errors
+        import psycopg
+    except ImportError:
+        pass
+    else:
+        errors += [psycopg.OperationalError, psycopg.InterfaceError]
+    return tuple(errors)
+
+
+SERVICE_ERRORS: tuple[type[Exception], ...] = _service_errors()
+"""What the database or Redis raise when they cannot be reached (down, restarting, a
+dropped connection, a pool with no connection free in time): answered 503, and a turn
+they fail ends retryable, as a moment later the same request may succeed."""

@@ -66,6 +66,10 @@ class ServerSettings(CoreEnv):
 
     host: str = Field("0.0.0.0", alias="HOST")
     database_url: str | None = Field(None, alias="DATABASE_URL")
+    database_pool_size: int = Field(10, alias="DATABASE_POOL_SIZE", ge=1)
+    database_pool_timeout_seconds: float = Field(
+        30.0, alias="DATABASE_POOL_TIMEOUT_SECONDS", gt=0, allow_inf_nan=False
+    )
     redis_url: str | None = Field(None, alias="REDIS_URL")
     socketio_message_queue: str | None = Field(None, alias="SOCKETIO_MESSAGE_QUEUE")
     allow_single_replica_postgres: EnvBool = Field(False, alias="ALLOW_SINGLE_REPLICA_POSTGRES")
@@ -82,6 +86,9 @@ class ServerSettings(CoreEnv):
         "enqueue", alias="SESSION_CONCURRENCY_POLICY"
     )
     max_body_bytes: int = Field(1024 * 1024, alias="MAX_BODY_BYTES", ge=1024)
+    http_keep_alive_seconds: float = Field(
+        75.0, alias="HTTP_KEEP_ALIVE_SECONDS", gt=0, allow_inf_nan=False
+    )
     oracle_signing_mnemonic: str | None = Field(None, alias="ORACLE_SIGNING_MNEMONIC")
     did_cache_ttl_seconds: int = Field(300, alias="DID_CACHE_TTL_SECONDS", ge=0)
     max_open_user_dbs: int = Field(256, alias="MAX_OPEN_USER_DBS", ge=1)
@@ -92,6 +99,7 @@ class ServerSettings(CoreEnv):
     turn_deadline_seconds: float = Field(
         900.0, alias="TURN_DEADLINE_SECONDS", gt=0, allow_inf_nan=False
     )
+    turn_concurrency: int = Field(64, alias="TURN_CONCURRENCY", ge=0)
     docs_asset_base_url: str | None = Field(None, alias="DOCS_ASSET_BASE_URL")
     matrix_enabled: EnvBool = Field(True, alias="MATRIX_ENABLED")
     matrix_checkpoint_sync: EnvBool = Field(True, alias="MATRIX_CHECKPOINT_SYNC")

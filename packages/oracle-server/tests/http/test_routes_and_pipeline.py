@@ -1,7 +1,8 @@
 """Routes and pipeline stages driven through the ASGI app (no network).
 
 Readiness, subscription gate, plugin and host routes with exclusions, body validation of
-every ``SendMessageDto`` rule, the delegation endpoints, and graceful shutdown.
+every ``SendMessageDto`` rule, the delegation endpoints, graceful shutdown, and an idle
+connection kept open.
 """
 
 from __future__ import annotations
@@ -448,6 +449,39 @@ async def test_shutdown_drains_then_aborts_running_turns(tmp_path: Path) -> None
         assert "Server shutting down" in body
         assert body.rstrip().splitlines()[-1].startswith("data: ")
         assert '"status":"aborted"' in body.rsplit("event: done", 1)[1]
+
+
+async def test_an_idle_connection_outlives_hypercorns_five_second_default(
+    tmp_path: Path,
+) -> None:
+    # Clients keep idle connections a few seconds; when the server closes first, a
+    # request sent on the connection at that moment fails with a reset.
+    oracle = await create_oracle_app(
+        {"name": "Keep-alive Oracle"},
+        env={"ORACLE_BACKEND": "local", "SQLITE_DATABASE_PATH": str(tmp_path), **ENV_MODEL},
+        discover_entry_points=False,
+        skip_graceful_shutdown=True,
+    )
+    assert oracle.state.settings.http_keep_alive_seconds == 75
+    async with serving(oracle) as base_url:
+        host, port = base_url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        request = f"GET /health HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+        try:
+            for idle in (5.5, 0):  # idle past Hypercorn's own default, then ask again
+                writer.write(request)
+                await writer.drain()
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+                assert head.startswith(b"HTTP/1.1 200")
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                )
+                await reader.readexactly(length)
+                await asyncio.sleep(idle)
+        finally:
+            writer.close()
 
 
 def test_the_current_entity_is_one_turns_only() -> None:

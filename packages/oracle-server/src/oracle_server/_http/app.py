@@ -14,10 +14,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from oracle_core import ROUTE_RUNTIME_APP_STATE, AuthExcludedRoute
-from oracle_server._errors import HTTPError, error_response
+from oracle_server._errors import SERVICE_ERRORS, HTTPError, error_response
 from oracle_server._http.docs_ui import mount_api_docs
 from oracle_server._http.errors import (
-    SERVICE_ERRORS,
     UnhandledErrorMiddleware,
     handle_http_error,
     handle_method_not_allowed,

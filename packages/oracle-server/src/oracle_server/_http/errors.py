@@ -6,19 +6,17 @@ from __future__ import annotations
 import logging
 import math
 
-import sqlalchemy.exc
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from oracle_server._errors import HTTPError, error_response
+from oracle_server._errors import SERVICE_ERRORS, HTTPError, error_response
 from oracle_server._persistence import StorageUnavailableError
 
 __all__ = [
     "INTERNAL_ERROR",
-    "SERVICE_ERRORS",
     "SERVICE_UNAVAILABLE",
     "STORAGE_UNAVAILABLE",
     "UNHANDLED_CODE",
@@ -116,27 +114,6 @@ class UnhandledErrorMiddleware:
 
 
 SERVICE_UNAVAILABLE = "A service the oracle depends on is unavailable; try again shortly"
-
-
-def _service_errors() -> tuple[type[Exception], ...]:
-    errors: list[type[Exception]] = [
-        sqlalchemy.exc.OperationalError,
-        sqlalchemy.exc.InterfaceError,
-        RedisConnectionError,
-        RedisTimeoutError,
-    ]
-    try:  # the PostgreSQL extra: LangGraph's checkpointer raises psycopg's own errors
-        import psycopg
-    except ImportError:
-        pass
-    else:
-        errors += [psycopg.OperationalError, psycopg.InterfaceError]
-    return tuple(errors)
-
-
-SERVICE_ERRORS: tuple[type[Exception], ...] = _service_errors()
-"""What the database or Redis raise when they cannot be reached (down, restarting, a
-dropped connection): answered 503, as the request may succeed a moment later."""
 
 
 def service_unavailable_response(exc: BaseException) -> Response | None:

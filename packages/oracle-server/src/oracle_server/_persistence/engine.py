@@ -189,6 +189,8 @@ class Storage:
         *,
         schema: str | None = None,
         clock: Callable[[], float] = time.time,
+        pool_size: int = 10,
+        pool_timeout: float = 30.0,
     ) -> Storage:
         """Connect and create any missing table; safe to call on an existing database.
 
@@ -197,13 +199,21 @@ class Storage:
             schema: PostgreSQL only: keep every table in this schema (created if
                 missing) instead of the connection's default.
             clock: Unix time in seconds, for every store (tests inject one).
+            pool_size: Connections kept open (``DATABASE_POOL_SIZE``); as many again may
+                be opened for a burst.
+            pool_timeout: Seconds a query waits for a free connection before it fails
+                with ``sqlalchemy.exc.TimeoutError`` (``DATABASE_POOL_TIMEOUT_SECONDS``).
 
         Raises:
             ValueError: for an unsupported backend, a bad schema name, or a schema with
                 SQLite.
         """
         kind = storage_kind(url)
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {
+            "pool_size": pool_size,
+            "max_overflow": pool_size,
+            "pool_timeout": pool_timeout,
+        }
         if schema is not None:
             if kind != "postgresql":
                 raise ValueError("persistence.schema_unsupported: schema= needs PostgreSQL")

@@ -9,6 +9,8 @@ internals) goes only to the log. The client gets one of a small set of codes, in
   its first token or between two), or its client timed out;
 - ``turn.tool_failed``: a tool raised while it ran;
 - ``turn.deadline``: the turn ran longer than ``TURN_DEADLINE_SECONDS``;
+- ``turn.service_unavailable``: the database or Redis was away or had no connection free
+  in time (``SERVICE_ERRORS``);
 - ``turn.internal``: anything else.
 """
 
@@ -16,9 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from oracle_server._errors import SERVICE_ERRORS
+
 __all__ = [
     "MODEL_TIMEOUT",
     "MODEL_UNAVAILABLE",
+    "SERVICE_UNAVAILABLE",
     "TOOL_FAILED",
     "TURN_DEADLINE",
     "TURN_INTERNAL",
@@ -33,6 +38,7 @@ MODEL_TIMEOUT = "turn.model_timeout"
 TOOL_FAILED = "turn.tool_failed"
 TURN_DEADLINE = "turn.deadline"
 TURN_INTERNAL = "turn.internal"
+SERVICE_UNAVAILABLE = "turn.service_unavailable"
 
 _MESSAGES = {
     MODEL_UNAVAILABLE: "The model could not be reached; try again",
@@ -40,8 +46,9 @@ _MESSAGES = {
     TOOL_FAILED: "A tool failed during this turn",
     TURN_DEADLINE: "The turn took longer than this server allows",
     TURN_INTERNAL: "The turn failed on the server",
+    SERVICE_UNAVAILABLE: "The oracle's storage is busy or unavailable; try again shortly",
 }
-_RETRYABLE = frozenset({MODEL_UNAVAILABLE, MODEL_TIMEOUT})
+_RETRYABLE = frozenset({MODEL_UNAVAILABLE, MODEL_TIMEOUT, SERVICE_UNAVAILABLE})
 
 # Model clients' error classes, by name: the server does not import the providers' SDKs.
 # openai (and so langchain-openai) and httpx, which it and most other clients sit on.
@@ -95,4 +102,6 @@ def _code_of(exc: BaseException, *, in_tool: bool) -> str:
         return MODEL_TIMEOUT
     if names & _MODEL_UNAVAILABLE:
         return MODEL_UNAVAILABLE
+    if isinstance(exc, SERVICE_ERRORS):
+        return SERVICE_UNAVAILABLE
     return TURN_INTERNAL

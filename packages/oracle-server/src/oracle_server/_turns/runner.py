@@ -109,6 +109,9 @@ class TurnRunner:
             (``TURN_IDLE_TIMEOUT_SECONDS``).
         deadline: Seconds a turn may run, from when it takes the session's lock
             (``TURN_DEADLINE_SECONDS``).
+        concurrency: How many turns run at once on this replica (``TURN_CONCURRENCY``);
+            the rest stay ``queued``, in arrival order, holding nothing but their
+            session's lock. ``None`` for no bound.
 
     Attributes:
         abort_elsewhere: With several replicas (SRV-54), asks the others to abort the
@@ -129,6 +132,7 @@ class TurnRunner:
         runs: RunLog | None = None,
         idle_timeout: float = IDLE_TIMEOUT_SECONDS,
         deadline: float = DEADLINE_SECONDS,
+        concurrency: int | None = None,
     ) -> None:
         self.runtime = runtime
         self.locks = locks
@@ -140,6 +144,10 @@ class TurnRunner:
         self.runs: RunLog = runs or MemoryRunLog()
         self.idle_timeout = idle_timeout
         self.deadline = deadline
+        # Past what the replica can serve, more turns at once only lengthen every await
+        # of all of them until pool waits time out; beyond the bound, turns wait their
+        # turn instead of failing.
+        self._slots = asyncio.Semaphore(concurrency) if concurrency else None
         self.active: dict[str, list[ActiveTurn]] = {}
         self.abort_elsewhere: Callable[[str, str], Awaitable[bool]] | None = None
         # Every turn task until it has fully ended, post-turn work included: the
@@ -273,10 +281,14 @@ class TurnRunner:
     ) -> None:
         stream = turn.stream
         base = {"sessionId": turn.session_id, "requestId": turn.request_id}
+        slotted = False
         try:
             if not acquired:
                 await hold.__aenter__()
                 acquired = True
+            if self._slots is not None:
+                await self._slots.acquire()
+                slotted = True
             turn.status = "running"
             stream.set_status("running")
             stream.push(
@@ -314,7 +326,12 @@ class TurnRunner:
                 "error", {**turn.failure.to_frame(), "runId": turn.run_id, "timestamp": timestamp()}
             )
         finally:
-            await self._end(turn, hold, acquired=acquired)
+            try:
+                await self._end(turn, hold, acquired=acquired)
+            finally:
+                # Held through the post-turn bookkeeping too: it writes to the database.
+                if slotted and self._slots is not None:
+                    self._slots.release()
 
     async def _end(
         self, turn: ActiveTurn, hold: AbstractAsyncContextManager[None], *, acquired: bool
