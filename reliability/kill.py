@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import random
 import sqlite3
 import tempfile
@@ -47,6 +46,7 @@ from oracle_server.testing import (
 )
 from oracle_ucan import Ed25519Signer
 from reliability._process import OracleProcess
+from reliability._sse import sse_events
 
 __all__ = ["KillFigures", "kill_runs"]
 
@@ -164,14 +164,10 @@ async def _stream(client: httpx.AsyncClient, headers: dict[str, str], stream: _S
             "POST", f"/messages/{stream.session_id}", headers=headers, json=body
         ) as response:
             stream.run_id = response.headers.get("x-run-id", "")
-            event = ""
-            async for line in response.aiter_lines():
-                if line.startswith("id: "):
-                    stream.last_seq = int(line.removeprefix("id: "))
-                elif line.startswith("event: "):
-                    event = line.removeprefix("event: ")
-                elif line.startswith("data: ") and event == "done":
-                    stream.status = str(json.loads(line.removeprefix("data: "))["status"])
+            async for frame in sse_events(response):
+                stream.last_seq = frame.id or stream.last_seq
+                if frame.event == "done":
+                    stream.status = str(frame.data["status"])
 
 
 async def _rejoined_to_the_end(
@@ -182,8 +178,8 @@ async def _rejoined_to_the_end(
     async with client.stream("GET", path, headers=headers, params={"after": stream.last_seq}) as r:
         if r.status_code != 200:
             return False
-        events = [line async for line in r.aiter_lines() if line.startswith("event: ")]
-    return bool(events) and events[-1] == "event: done"
+        events = [frame.event async for frame in sse_events(r)]
+    return bool(events) and events[-1] == "done"
 
 
 def _integrity(data: Path, figures: KillFigures) -> None:

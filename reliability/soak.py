@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import statistics
 import tempfile
 import time
@@ -30,6 +29,7 @@ import httpx
 from oracle_server.testing import ChatRequest, OpenAIDouble, Step, ToolCalls, auth_headers
 from oracle_ucan import Ed25519Signer
 from reliability._process import OracleProcess
+from reliability._sse import sse_events
 
 __all__ = ["SoakFigures", "soak"]
 
@@ -186,20 +186,14 @@ async def _turn(
 
 
 async def _read(response: httpx.Response, run: _Run) -> None:
-    event = ""
-    async for line in response.aiter_lines():
-        if line.startswith("id: "):
-            run.last_id = int(line.removeprefix("id: "))
-        elif line.startswith("event: "):
-            event = line.removeprefix("event: ")
-        elif line.startswith("data: ") and event in ("run", "done", "error"):
-            data = json.loads(line.removeprefix("data: "))
-            if event == "run":
-                run.run_id = str(data["runId"])
-            elif event == "error":
-                run.outcome = f"error frame {data.get('code', '')}".strip()
-            elif run.outcome is None:
-                run.outcome = str(data.get("status"))
+    async for frame in sse_events(response):
+        run.last_id = frame.id or run.last_id
+        if frame.event == "run":
+            run.run_id = str(frame.data["runId"])
+        elif frame.event == "error":
+            run.outcome = f"error frame {frame.data.get('code', '')}".strip()
+        elif frame.event == "done" and run.outcome is None:
+            run.outcome = str(frame.data.get("status"))
 
 
 async def _sample(

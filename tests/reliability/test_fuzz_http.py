@@ -14,13 +14,12 @@ examples run.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 import time
-from collections.abc import Iterator, Mapping
-from concurrent.futures import Future
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -29,9 +28,10 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reliability.threaded import ThreadServedOracle
 
-from oracle_server import create_oracle_app
-from oracle_server.testing import OpenAIDouble, auth_headers, serving
+from oracle_server import OracleApp, create_oracle_app
+from oracle_server.testing import OpenAIDouble, auth_headers
 from oracle_ucan import Ed25519Signer, delegate
 
 pytestmark = pytest.mark.fuzz
@@ -121,52 +121,22 @@ def encode(value: Any) -> str:
     return text
 
 
-class ThreadServedOracle:
-    """An oracle, and its model double, served in a thread with its own event loop."""
-
-    def __init__(self, data: Path) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._stop: asyncio.Event | None = None
-        self._ready: Future[tuple[str, str]] = Future()
-        self._thread = threading.Thread(target=self._run, args=(data,), daemon=True)
-
-    def start(self) -> tuple[str, str]:
-        """Serve; the base URL and the oracle's DID."""
-        self._thread.start()
-        return self._ready.result(timeout=120)
-
-    def stop(self) -> None:
-        """Shut the server down and wait for the thread."""
-        if self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout=60)
-
-    def _run(self, data: Path) -> None:
-        self._loop.run_until_complete(self._serve(data))
-        self._loop.close()
-
-    async def _serve(self, data: Path) -> None:
-        try:
-            async with OpenAIDouble(auto_reply=lambda chat: "fuzzed") as llm:
-                app = await create_oracle_app(
-                    {"name": "HTTP Fuzz"},
-                    env={
-                        "ORACLE_BACKEND": "local",
-                        "SQLITE_DATABASE_PATH": str(data),
-                        "THROTTLE_LIMIT": "100000000",
-                        "MEMORY_BACKEND": "embedded",
-                        **llm.env(),
-                    },
-                    skip_graceful_shutdown=True,
-                )
-                self._stop = asyncio.Event()
-                async with serving(app) as base_url:
-                    self._ready.set_result((base_url, app.state.oracle_did))
-                    await self._stop.wait()
-        except BaseException as exc:
-            if not self._ready.done():
-                self._ready.set_exception(exc)
-            raise
+@asynccontextmanager
+async def fuzzed_oracle(data: Path) -> AsyncIterator[OracleApp]:
+    """The oracle under fuzz, with a model double that answers every turn."""
+    async with OpenAIDouble(auto_reply=lambda chat: "fuzzed") as llm:
+        app = await create_oracle_app(
+            {"name": "HTTP Fuzz"},
+            env={
+                "ORACLE_BACKEND": "local",
+                "SQLITE_DATABASE_PATH": str(data),
+                "THROTTLE_LIMIT": "100000000",
+                "MEMORY_BACKEND": "embedded",
+                **llm.env(),
+            },
+            skip_graceful_shutdown=True,
+        )
+        yield app
 
 
 @dataclass(frozen=True)
@@ -230,7 +200,7 @@ def operations_of(document: Mapping[str, Any]) -> list[Operation]:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    oracle = ThreadServedOracle(tmp_path_factory.mktemp("http-fuzz"))
+    oracle = ThreadServedOracle(partial(fuzzed_oracle, tmp_path_factory.mktemp("http-fuzz")))
     base_url, oracle_did = oracle.start()
     try:
         with httpx.Client(base_url=base_url, timeout=60) as client:

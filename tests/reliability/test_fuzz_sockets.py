@@ -9,22 +9,22 @@ runs many more examples.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import threading
-from collections.abc import Iterator
-from concurrent.futures import Future
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reliability.threaded import ThreadServedOracle
 from websockets.sync.client import ClientConnection, connect
 
-from oracle_server import create_oracle_app
-from oracle_server.testing import auth_headers, serving
+from oracle_server import OracleApp, create_oracle_app
+from oracle_server.testing import auth_headers
 from oracle_ucan import Ed25519Signer
 
 pytestmark = pytest.mark.fuzz
@@ -46,53 +46,23 @@ JSON = st.recursive(
 )
 
 
-class ThreadServedOracle:
-    """An oracle served in a thread with its own event loop, until `stop`."""
-
-    def __init__(self, data: Path) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._stop: asyncio.Event | None = None
-        self._ready: Future[tuple[str, str]] = Future()
-        self._thread = threading.Thread(target=self._run, args=(data,), daemon=True)
-
-    def start(self) -> tuple[str, str]:
-        """Serve; the base URL and the oracle's DID."""
-        self._thread.start()
-        return self._ready.result(timeout=60)
-
-    def stop(self) -> None:
-        """Shut the server down and wait for the thread."""
-        if self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout=60)
-
-    def _run(self, data: Path) -> None:
-        self._loop.run_until_complete(self._serve(data))
-        self._loop.close()
-
-    async def _serve(self, data: Path) -> None:
-        try:
-            app = await create_oracle_app(
-                {"name": "Socket Fuzz"},
-                env={
-                    "ORACLE_BACKEND": "local",
-                    "SQLITE_DATABASE_PATH": str(data),
-                    "THROTTLE_LIMIT": "100000000",
-                    # Every example is a new handshake from 127.0.0.1.
-                    "SOCKET_HANDSHAKE_LIMIT": "100000000",
-                },
-                discover_entry_points=False,
-                skip_graceful_shutdown=True,
-                require_llm=False,
-            )
-            self._stop = asyncio.Event()
-            async with serving(app) as base_url:
-                self._ready.set_result((base_url, app.state.oracle_did))
-                await self._stop.wait()
-        except BaseException as exc:
-            if not self._ready.done():
-                self._ready.set_exception(exc)
-            raise
+@asynccontextmanager
+async def fuzzed_oracle(data: Path) -> AsyncIterator[OracleApp]:
+    """The oracle under fuzz; no model (no turn runs)."""
+    app = await create_oracle_app(
+        {"name": "Socket Fuzz"},
+        env={
+            "ORACLE_BACKEND": "local",
+            "SQLITE_DATABASE_PATH": str(data),
+            "THROTTLE_LIMIT": "100000000",
+            # Every example is a new handshake from 127.0.0.1.
+            "SOCKET_HANDSHAKE_LIMIT": "100000000",
+        },
+        discover_entry_points=False,
+        skip_graceful_shutdown=True,
+        require_llm=False,
+    )
+    yield app
 
 
 class ErrorRecords(logging.Handler):
@@ -109,7 +79,7 @@ class ErrorRecords(logging.Handler):
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
     """The served oracle's base URL, one user's invocation and a session of that user."""
-    served = ThreadServedOracle(tmp_path_factory.mktemp("socket-fuzz"))
+    served = ThreadServedOracle(partial(fuzzed_oracle, tmp_path_factory.mktemp("socket-fuzz")))
     base_url, oracle_did = served.start()
     try:
         import httpx

@@ -221,13 +221,11 @@ async def test_a_client_call_runs_on_a_and_its_result_comes_back_through_b(
                 )
 
             answering = asyncio.create_task(answer_on_b())
-            started = time.monotonic()
             reply = await http.post(
                 f"{first_url}/messages/{session_id}",
                 headers=headers,
                 json={"message": "use the client", field: [spec]},
             )
-            elapsed = time.monotonic() - started
             await answering
     assert reply.status_code == 200, reply.text
     assert reply.json()["message"]["content"] == "done"
@@ -235,9 +233,8 @@ async def test_a_client_call_runs_on_a_and_its_result_comes_back_through_b(
     # The id the turn's replica issued, not the model's tool-call id.
     assert request["toolCallId"] not in ("", "call_1")
     tools = [m for m in llm.requests[1].messages if m.get("role") == "tool"]
+    # The client's answer, forwarded from B: not the unknown outcome of a timeout.
     assert [m["content"] for m in tools] == [tool_message]
-    # Far below the 15 s client timeout: the result was forwarded, not timed out.
-    assert elapsed < 5, elapsed
 
 
 async def _first_message(lines: AsyncIterator[str]) -> None:
@@ -260,7 +257,9 @@ async def _done(lines: AsyncIterator[str]) -> dict[str, Any]:
     raise AssertionError("the stream ended without done")
 
 
-async def test_an_abort_sent_to_b_stops_the_turn_running_on_a(serve: Serve) -> None:
+async def test_an_abort_sent_to_b_stops_the_turn_running_on_a(
+    serve: Serve, caplog: pytest.LogCaptureFixture
+) -> None:
     slow = OpenAIDouble(["slow " * 400], chunk_size=5, delay_between_chunks=0.02)
     await slow.start()
     user, stranger = Ed25519Signer.generate(), Ed25519Signer.generate()
@@ -289,13 +288,11 @@ async def test_an_abort_sent_to_b_stops_the_turn_running_on_a(serve: Serve) -> N
                 )
                 assert foreign.json() == {"success": False}
                 assert session_id in first.state.runner.active
-                started = time.monotonic()
                 aborted = await http.post(
                     f"{second_url}/messages/abort",
                     headers=auth_headers(user, second.state.oracle_did),
                     json={"sessionId": session_id},
                 )
-                abort_seconds = time.monotonic() - started
                 done = await asyncio.wait_for(_done(lines), WAIT)
             assert aborted.status_code == 200, aborted.text
             assert aborted.json() == {"success": True}
@@ -304,8 +301,8 @@ async def test_an_abort_sent_to_b_stops_the_turn_running_on_a(serve: Serve) -> N
             assert done["partialText"].startswith("slow")
             # The model was still streaming: the abort cut it short.
             assert len(done["partialText"]) < len("slow " * 400)
-            # Far below the 2 s reply timeout: A answered, nobody waited it out.
-            assert abort_seconds < 1.5, abort_seconds
+            # A answered: nobody waited out the reply timeout.
+            assert "controlbus.abort_unanswered" not in caplog.text
     finally:
         await slow.stop()
 
