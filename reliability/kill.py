@@ -23,7 +23,9 @@ import asyncio
 import contextlib
 import random
 import sqlite3
+import statistics
 import tempfile
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +60,7 @@ class KillFigures:
     """What a kill run found."""
 
     kills: int = 0
+    mid_stream: int = 0
     acknowledged: int = 0
     lost: list[str] = field(default_factory=list)
     interrupted: int = 0
@@ -74,7 +77,8 @@ class KillFigures:
         """The figures as text."""
         return "\n".join(
             [
-                f"kill: {self.kills} SIGKILLs mid-stream, each followed by a restart",
+                f"kill: {self.kills} SIGKILLs, each followed by a restart; "
+                f"{self.mid_stream} cut a stream short",
                 f"  acknowledged turns: {self.acknowledged}, lost: {len(self.lost)}",
                 f"  runs cut off: {self.interrupted}, without a terminal frame on rejoin: "
                 f"{len(self.unterminated)}",
@@ -84,7 +88,10 @@ class KillFigures:
 
 
 KILL_WINDOW_SECONDS = 3.0
-"""Each kill lands at a random moment this long after the round's turns were sent."""
+"""Each kill of the first rounds lands at a random moment this long after the round's
+turns were sent; later ones within 0.9 of the median time a turn took to finish so far, so
+that kills land mid-stream (a fixed window either cut every turn short on a slow machine
+or landed after the turns on a fast one)."""
 
 MATRIX_KILL_WINDOW_SECONDS = 15.0
 
@@ -155,10 +162,12 @@ class _Stream:
     run_id: str = ""
     last_seq: int = 0
     status: str = ""
+    took: float = 0.0
 
 
 async def _stream(client: httpx.AsyncClient, headers: dict[str, str], stream: _Stream) -> None:
     body = {"message": stream.text, "stream": True}
+    sent = time.monotonic()
     with contextlib.suppress(httpx.HTTPError):
         async with client.stream(
             "POST", f"/messages/{stream.session_id}", headers=headers, json=body
@@ -168,6 +177,7 @@ async def _stream(client: httpx.AsyncClient, headers: dict[str, str], stream: _S
                 stream.last_seq = frame.id or stream.last_seq
                 if frame.event == "done":
                     stream.status = str(frame.data["status"])
+                    stream.took = time.monotonic() - sent
 
 
 async def _rejoined_to_the_end(
@@ -249,6 +259,7 @@ async def kill_runs(
             await start()
             headers = setup.headers
             acknowledged: list[tuple[int, _Stream]] = []
+            took: list[float] = []
             timeout = httpx.Timeout(30, connect=10)
             async with httpx.AsyncClient(base_url=oracle.base_url, timeout=timeout) as client:
                 for round_number in range(kills):
@@ -267,18 +278,24 @@ async def kill_runs(
                         asyncio.create_task(_stream(client, headers[i], s))
                         for i, s in enumerate(streams)
                     ]
+                    if len(took) >= STREAMS_PER_ROUND:
+                        window = 0.9 * statistics.median(took)
                     await asyncio.sleep(chance.uniform(0.05, window))
                     await oracle.kill()
                     figures.kills += 1
                     await asyncio.gather(*tasks)
                     await start()
+                    cut = False
                     for i, stream in enumerate(streams):
                         if stream.status == "finished":
                             acknowledged.append((i, stream))
+                            took.append(stream.took)
                         elif stream.run_id:
+                            cut = True
                             figures.interrupted += 1
                             if not await _rejoined_to_the_end(client, headers[i], stream):
                                 figures.unterminated.append(stream.run_id)
+                    figures.mid_stream += cut
                 figures.acknowledged = len(acknowledged)
                 for i, stream in acknowledged:
                     history = await client.get(f"/messages/{stream.session_id}", headers=headers[i])
