@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import random
 import sqlite3
-import statistics
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -87,13 +86,12 @@ class KillFigures:
         )
 
 
-KILL_WINDOW_SECONDS = 3.0
-"""Each kill of the first rounds lands at a random moment this long after the round's
-turns were sent; later ones within 0.9 of the median time a turn took to finish so far, so
-that kills land mid-stream (a fixed window either cut every turn short on a slow machine
-or landed after the turns on a fast one)."""
-
-MATRIX_KILL_WINDOW_SECONDS = 15.0
+KILL_WINDOW_SPAN = 1.1
+"""Each kill lands at a random moment within this many times the longest turn of a
+round run to its end first (a calibration round outside the figures): so the kills span
+a whole turn, from before the first token to after the quickest turns have finished, on a
+slow machine and a fast one alike. A fixed window either cut every turn short or landed
+after all of them."""
 
 
 def _reply(chat: ChatRequest) -> Step:
@@ -180,6 +178,25 @@ async def _stream(client: httpx.AsyncClient, headers: dict[str, str], stream: _S
                     stream.took = time.monotonic() - sent
 
 
+async def _round(
+    client: httpx.AsyncClient, headers: _Headers, name: str, number: int
+) -> tuple[list[_Stream], list[asyncio.Task[None]]]:
+    """A round's streamed turns, started: one per user, every other one with the tool."""
+    # New sessions each round: a killed server's turn locks stay held in Redis until
+    # their lease runs out (30 s), as after any crash.
+    sessions = [
+        (await client.post("/sessions", headers=headers[i])).json()["sessionId"]
+        for i in range(STREAMS_PER_ROUND)
+    ]
+    streams = [
+        _Stream(sessions[i], f"{name} {number} of user {i}"
+                + (" with a lookup" if (number + i) % 2 else ""))
+        for i in range(STREAMS_PER_ROUND)
+    ]  # fmt: skip
+    tasks = [asyncio.create_task(_stream(client, headers[i], s)) for i, s in enumerate(streams)]
+    return streams, tasks
+
+
 async def _rejoined_to_the_end(
     client: httpx.AsyncClient, headers: dict[str, str], stream: _Stream
 ) -> bool:
@@ -224,8 +241,6 @@ async def kill_runs(
     """
     figures = KillFigures()
     chance = random.Random(seed)
-    # A turn on the IXO backend also finds or makes the user's room, so it takes longer.
-    window = MATRIX_KILL_WINDOW_SECONDS if matrix else KILL_WINDOW_SECONDS
     with tempfile.TemporaryDirectory(dir=work_dir) as scratch:
         data = Path(scratch) / "data"
         model = OpenAIDouble(auto_reply=_reply, chunk_size=4, delay_between_chunks=0.01)
@@ -259,27 +274,16 @@ async def kill_runs(
             await start()
             headers = setup.headers
             acknowledged: list[tuple[int, _Stream]] = []
-            took: list[float] = []
             timeout = httpx.Timeout(30, connect=10)
             async with httpx.AsyncClient(base_url=oracle.base_url, timeout=timeout) as client:
+                calibration, tasks = await _round(client, headers, "calibration", 1)
+                await asyncio.gather(*tasks)
+                longest = max(stream.took for stream in calibration)
+                if longest <= 0:
+                    raise RuntimeError("reliability.calibration_failed: no turn finished")
+                window = KILL_WINDOW_SPAN * longest
                 for round_number in range(kills):
-                    # New sessions each round: a killed server's turn locks stay held in
-                    # Redis until their lease runs out (30 s), as after any crash.
-                    sessions = [
-                        (await client.post("/sessions", headers=headers[i])).json()["sessionId"]
-                        for i in range(STREAMS_PER_ROUND)
-                    ]
-                    streams = [
-                        _Stream(sessions[i], f"round {round_number} of user {i}"
-                                + (" with a lookup" if (round_number + i) % 2 else ""))
-                        for i in range(STREAMS_PER_ROUND)
-                    ]  # fmt: skip
-                    tasks = [
-                        asyncio.create_task(_stream(client, headers[i], s))
-                        for i, s in enumerate(streams)
-                    ]
-                    if len(took) >= STREAMS_PER_ROUND:
-                        window = 0.9 * statistics.median(took)
+                    streams, tasks = await _round(client, headers, "round", round_number)
                     await asyncio.sleep(chance.uniform(0.05, window))
                     await oracle.kill()
                     figures.kills += 1
@@ -289,7 +293,6 @@ async def kill_runs(
                     for i, stream in enumerate(streams):
                         if stream.status == "finished":
                             acknowledged.append((i, stream))
-                            took.append(stream.took)
                         elif stream.run_id:
                             cut = True
                             figures.interrupted += 1
