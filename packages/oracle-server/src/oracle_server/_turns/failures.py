@@ -23,10 +23,10 @@ from oracle_server._errors import SERVICE_ERRORS
 __all__ = [
     "MODEL_TIMEOUT",
     "MODEL_UNAVAILABLE",
-    "SERVICE_UNAVAILABLE",
     "TOOL_FAILED",
     "TURN_DEADLINE",
     "TURN_INTERNAL",
+    "TURN_SERVICE_UNAVAILABLE",
     "ModelIdle",
     "TurnDeadline",
     "TurnFailure",
@@ -38,7 +38,7 @@ MODEL_TIMEOUT = "turn.model_timeout"
 TOOL_FAILED = "turn.tool_failed"
 TURN_DEADLINE = "turn.deadline"
 TURN_INTERNAL = "turn.internal"
-SERVICE_UNAVAILABLE = "turn.service_unavailable"
+TURN_SERVICE_UNAVAILABLE = "turn.service_unavailable"
 
 _MESSAGES = {
     MODEL_UNAVAILABLE: "The model could not be reached; try again",
@@ -46,9 +46,9 @@ _MESSAGES = {
     TOOL_FAILED: "A tool failed during this turn",
     TURN_DEADLINE: "The turn took longer than this server allows",
     TURN_INTERNAL: "The turn failed on the server",
-    SERVICE_UNAVAILABLE: "The oracle's storage is busy or unavailable; try again shortly",
+    TURN_SERVICE_UNAVAILABLE: "A service the oracle depends on is busy or unavailable; try again",
 }
-_RETRYABLE = frozenset({MODEL_UNAVAILABLE, MODEL_TIMEOUT, SERVICE_UNAVAILABLE})
+_RETRYABLE = frozenset({MODEL_UNAVAILABLE, MODEL_TIMEOUT, TURN_SERVICE_UNAVAILABLE})
 
 # Model clients' error classes, by name: the server does not import the providers' SDKs.
 # openai (and so langchain-openai) and httpx, which it and most other clients sit on.
@@ -103,5 +103,5 @@ def _code_of(exc: BaseException, *, in_tool: bool) -> str:
     if names & _MODEL_UNAVAILABLE:
         return MODEL_UNAVAILABLE
     if isinstance(exc, SERVICE_ERRORS):
-        return SERVICE_UNAVAILABLE
+        return TURN_SERVICE_UNAVAILABLE
     return TURN_INTERNAL
