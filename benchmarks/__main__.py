@@ -16,6 +16,7 @@ from benchmarks import (
     server_throughput,
     turn_overhead,
     ucan_validation,
+    versus_langgraph,
 )
 
 
@@ -42,6 +43,8 @@ def main() -> None:
     print(matrix_restore.report(asyncio.run(matrix_restore.measure())))
     print()
     print(run_rejoin.report(asyncio.run(run_rejoin.measure())))
+    print()
+    print(versus_langgraph.report(asyncio.run(versus_langgraph.measure())))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@
 
 - ``{"op": "prepare", "headers": [...]}``: a new session for each user's headers
   (untimed); answers ``{"sessions": n}``.
+- ``{"op": "prepare_langgraph", "sessions": n}``: ``n`` new threads on a LangGraph
+  server (``versus_langgraph.py``); answers ``{"sessions": n}``.
 - ``{"op": "run", "turns": n}``: ``n`` streamed turns in each prepared session, the
   sessions concurrently; answers ``{"latencies": [...], "seconds": s, "cpu_seconds": c}``
   (wall time of the run and this process's CPU time during it).
@@ -28,6 +30,7 @@ import httpx
 
 from benchmarks.server_latency import Schedule, run_open_loop
 from benchmarks.server_throughput import TurnFn, client_limits, http_turn, run_sessions
+from benchmarks.versus_langgraph import langgraph_turn
 
 
 async def serve_commands(base_url: str) -> None:
@@ -40,6 +43,10 @@ async def serve_commands(base_url: str) -> None:
             reply: dict[str, Any]
             if command["op"] == "prepare":
                 turns = [await http_turn(client, headers) for headers in command["headers"]]
+                reply = {"sessions": len(turns)}
+            elif command["op"] == "prepare_langgraph":
+                sessions = int(command["sessions"])
+                turns = [await langgraph_turn(client) for _ in range(sessions)]
                 reply = {"sessions": len(turns)}
             elif command["op"] == "run":
                 run = await run_sessions(turns, int(command["turns"]))

@@ -328,7 +328,12 @@ class ClientProcess:
     async def run(self, headers: Sequence[dict[str, str]], turns: int) -> Run:
         """A new session per entry of ``headers`` (untimed), then ``turns`` turns in each,
         the sessions concurrently; CPU time is this process's during the turns."""
-        await self._ask({"op": "prepare", "headers": list(headers)})
+        return await self.run_prepared({"op": "prepare", "headers": list(headers)}, turns)
+
+    async def run_prepared(self, prepare: dict[str, Any], turns: int) -> Run:
+        """Sessions made by the ``prepare`` command (untimed), then ``turns`` turns in
+        each, the sessions concurrently; CPU time is this process's during the turns."""
+        await self._ask(prepare)
         cpu = time.process_time()
         reply = await self._ask({"op": "run", "turns": turns})
         return Run(
