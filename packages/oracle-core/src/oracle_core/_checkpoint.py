@@ -117,9 +117,10 @@ def _marker_reader(saver: BaseCheckpointSaver[Any]) -> Any:
     if isinstance(saver, AsyncSqliteSaver):
 
         async def sqlite(thread_id: str, ns: str) -> Marker:
-            async with saver.lock, saver.conn.execute(_LATEST_SQLITE, (thread_id, ns)) as cur:
-                row = await cur.fetchone()
-            return None if row is None else (str(row[0]), int(row[1]), row[2])
+            # One trip to the connection's thread (a cursor costs three).
+            async with saver.lock:
+                rows = list(await saver.conn.execute_fetchall(_LATEST_SQLITE, (thread_id, ns)))
+            return None if not rows else (str(rows[0][0]), int(rows[0][1]), rows[0][2])
 
         return sqlite
     if isinstance(saver, InMemorySaver):

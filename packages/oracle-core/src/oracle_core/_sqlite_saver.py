@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
@@ -34,6 +35,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -55,6 +57,8 @@ MESSAGE_CACHE_BYTES = 64 * 1024 * 1024
 """The most stored bytes (serialized form) those messages may come to."""
 
 _ALIST_BATCH = 50
+
+_Statement = tuple[str, Sequence[Sequence[Any]]]
 
 
 class _DecodedMessages:
@@ -115,6 +119,10 @@ _INSERT = (
     f"INSERT OR IGNORE INTO {_TABLE} (thread_id, checkpoint_ns, digest, type, value)"
     " VALUES (?, ?, ?, ?, ?)"
 )
+_PUT_WRITES = (
+    "INSERT OR {} INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,"
+    " idx, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 _SELECT = (
     f"SELECT digest, type, value FROM {_TABLE} WHERE thread_id = ? AND checkpoint_ns = ?"
     " AND digest IN (SELECT value FROM json_each(?))"
@@ -125,6 +133,17 @@ def _thread_of(config: RunnableConfig) -> tuple[str, str]:
     """The thread id and checkpoint namespace ``config`` addresses."""
     configurable = config["configurable"]
     return str(configurable["thread_id"]), configurable.get("checkpoint_ns", "")
+
+
+def _write_and_commit(db: sqlite3.Connection, statements: Sequence[_Statement]) -> None:
+    """Run ``statements`` and commit, on the connection's own thread; roll back on error."""
+    try:
+        for sql, rows in statements:
+            db.executemany(sql, rows)
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
 
 
 def _is_refs(value: Any) -> bool:
@@ -170,8 +189,6 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
             and value.value
             and all(isinstance(m, BaseMessage) for m in value.value)
         }
-        if not snapshots:
-            return await super().aput(config, checkpoint, metadata, new_versions)
         await self.setup()
         thread_id, ns = _thread_of(config)
         replaced = dict(values)
@@ -184,7 +201,9 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
                 digests.append(digest)
                 rows[digest] = (thread_id, ns, digest, type_, blob)
             replaced[name] = DeltaSnapshot({_REFS: digests})
-        type_, stored = self.serde.dumps_typed({**checkpoint, "channel_values": replaced})
+        type_, stored = self.serde.dumps_typed(
+            {**checkpoint, "channel_values": replaced} if snapshots else checkpoint
+        )
         stored_metadata = json.dumps(
             get_checkpoint_metadata(config, metadata), ensure_ascii=False
         ).encode("utf-8", "ignore")
@@ -198,14 +217,10 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
             stored_metadata,
         )
         # AsyncSqliteSaver.aput's row, with the snapshot's messages, in one transaction.
-        async with self.lock:
-            try:
-                await self.conn.executemany(_INSERT, list(rows.values()))
-                await self.conn.execute(_PUT_CHECKPOINT, checkpoint_row)
-                await self.conn.commit()
-            except BaseException:
-                await self.conn.rollback()
-                raise
+        statements: list[_Statement] = [(_PUT_CHECKPOINT, [checkpoint_row])]
+        if rows:
+            statements.insert(0, (_INSERT, list(rows.values())))
+        await self._commit(statements)
         owner = self._cache_owner
         for digest, (*_, message_type, blob) in rows.items():
             if _decoded.get((owner, digest)) is None:
@@ -219,6 +234,44 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
                 "checkpoint_id": checkpoint["id"],
             }
         }
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        # AsyncSqliteSaver.aput_writes's rows and conflict rule, committed in one hop.
+        await self.setup()
+        configurable = config["configurable"]
+        head = (
+            str(configurable["thread_id"]),
+            str(configurable["checkpoint_ns"]),
+            str(configurable["checkpoint_id"]),
+            task_id,
+            task_path,
+        )
+        rows = [
+            (*head, WRITES_IDX_MAP.get(channel, idx), channel, *self.serde.dumps_typed(value))
+            for idx, (channel, value) in enumerate(writes)
+        ]
+        replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+        await self._commit([(_PUT_WRITES.format("REPLACE" if replace else "IGNORE"), rows)])
+
+    async def _commit(self, statements: Sequence[_Statement]) -> None:
+        """Write ``statements`` and commit in one trip to the connection's thread.
+
+        LangGraph's saver awaits the execute, the commit and the cursor's close one by
+        one, each a round trip through aiosqlite's queue and a wake-up of the event
+        loop: a turn paid 31 of them for its checkpoints and writes. aiosqlite has no
+        public call that runs a function on its thread, so this uses ``_execute``
+        (aiosqlite 0.22); a cancelled caller no longer leaves a transaction open.
+        """
+        async with self.lock:
+            await self.conn._execute(  # type: ignore[no-untyped-call]
+                _write_and_commit, self.conn._conn, statements
+            )
 
     async def adelete_thread(self, thread_id: str) -> None:
         _decoded.drop(self._cache_owner)

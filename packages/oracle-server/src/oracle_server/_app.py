@@ -13,7 +13,7 @@ from typing import Any
 
 from starlette.types import ASGIApp
 
-from oracle_core import OracleRuntime, PluginStatusChangeEvent, count_tokens
+from oracle_core import OracleRuntime, PluginStatusChangeEvent
 from oracle_server._http.state import ServerState
 from oracle_server._socket.gateway import SocketGateway
 
@@ -114,9 +114,6 @@ class OracleApp:
         """
         from hypercorn.asyncio import serve
 
-        # The tokenizer's vocabulary loads on first use (~0.2-0.8 s): now, not in the
-        # first user's turn, and before the freeze so its objects are frozen with boot's.
-        count_tokens("ready")
         if self.state.settings.gc_freeze_at_start if freeze_gc is None else freeze_gc:
             frozen = freeze_boot_objects()
             logging.getLogger("oracle.server").debug("gc: froze %d boot objects", frozen)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -17,7 +19,12 @@ from langgraph.types import Command
 
 from oracle_core._middleware._common import state_value, turn_bindings
 from oracle_core._providers import DEFAULT_CONTEXT_WINDOW, context_window
-from oracle_core._tokens import count_prompt_tokens, count_tokens, truncate_tokens
+from oracle_core._tokens import (
+    count_prompt_tokens,
+    count_tokens,
+    load_encoding,
+    truncate_tokens,
+)
 
 __all__ = ["HistoryCondenserMiddleware", "HistorySummary", "reply_reserve"]
 
@@ -78,6 +85,17 @@ def _byte_bound(messages: Sequence[AnyMessage]) -> int:
         total += 4 + len(str(message.text).encode())
         if isinstance(message, AIMessage):
             total += sum(len(repr(call).encode()) for call in message.tool_calls)
+    return total
+
+
+def _tools_byte_bound(tools: Sequence[Any]) -> int:
+    """An upper bound of what ``tools`` add to ``count_prompt_tokens``: their schemas' bytes."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    total = 0
+    for tool in tools:
+        schema = tool if isinstance(tool, dict) else convert_to_openai_tool(tool)
+        total += len(json.dumps(schema, ensure_ascii=False, sort_keys=True).encode())
     return total
 
 
@@ -197,11 +215,16 @@ class HistoryCondenserMiddleware(AgentMiddleware[CondensedState, Any]):
         window = self._window_of(request)
         budget = window - reply_reserve(window)
         system = [request.system_message] if request.system_message is not None else []
+        head = [_summary_message(previous)] if previous else []
+        if _byte_bound([*system, *head, *visible]) + _tools_byte_bound(request.tools) <= budget:
+            # No text holds more tokens than bytes: most requests are measured without
+            # the tokenizer, which is not even loaded until a request comes near its window.
+            return composed, None
+        await asyncio.to_thread(load_encoding)
         # Each part is counted once per call: a prompt's count is the sum of its parts'.
         base = count_prompt_tokens(system, request.tools)
-        head = [_summary_message(previous)] if previous else []
         if base + _byte_bound([*head, *visible]) <= budget:
-            return composed, None  # No message can hold more tokens than bytes.
+            return composed, None
         sizes = [self._size(m) for m in visible]
         if base + count_prompt_tokens(head) + sum(sizes) <= budget:
             return composed, None
