@@ -16,11 +16,14 @@ from __future__ import annotations
 import asyncio
 import cProfile
 import json
+import os
 import sys
 import tempfile
 
-from oracle_server import OracleApp, create_oracle_app
+from oracle_server import OracleApp, create_oracle_app, run
 from oracle_server.testing import ClockPlugin
+
+_PASSED = ("TURN_CONCURRENCY", "EVENT_LOOP")
 
 
 async def create_app(model_env: dict[str, str], data_dir: str) -> OracleApp:
@@ -32,6 +35,8 @@ async def create_app(model_env: dict[str, str], data_dir: str) -> OracleApp:
             "ORACLE_BACKEND": "local",
             "SQLITE_DATABASE_PATH": data_dir,
             "THROTTLE_LIMIT": "1000000",
+            # The server's own settings, when the benchmark is run with them set.
+            **{k: v for k, v in os.environ.items() if k in _PASSED},
             **model_env,
         },
         discover_entry_points=False,
@@ -82,4 +87,4 @@ async def main(port: int, model_env: dict[str, str], data_dir: str) -> None:
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         directory = sys.argv[3] if len(sys.argv) > 3 else tmp
-        asyncio.run(main(int(sys.argv[1]), json.loads(sys.argv[2]), directory))
+        run(main(int(sys.argv[1]), json.loads(sys.argv[2]), directory))

@@ -333,7 +333,15 @@ class ClientProcess:
     async def run_prepared(self, prepare: dict[str, Any], turns: int) -> Run:
         """Sessions made by the ``prepare`` command (untimed), then ``turns`` turns in
         each, the sessions concurrently; CPU time is this process's during the turns."""
-        await self._ask(prepare)
+        await self.prepare(prepare)
+        return await self.run_turns(turns)
+
+    async def prepare(self, command: dict[str, Any]) -> None:
+        """Make the sessions of ``command`` (``prepare`` or ``prepare_langgraph``)."""
+        await self._ask(command)
+
+    async def run_turns(self, turns: int) -> Run:
+        """``turns`` turns in each prepared session, the sessions concurrently."""
         cpu = time.process_time()
         reply = await self._ask({"op": "run", "turns": turns})
         return Run(

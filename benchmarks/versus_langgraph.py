@@ -212,8 +212,9 @@ async def measure(
             else:
                 client = langgraph_client
                 prepare = {"op": "prepare_langgraph", "sessions": sessions}
+            await client.prepare(prepare)  # new sessions, outside the figures
             before = cpu_seconds(pids[name])
-            run = await client.run_prepared(prepare, turns)
+            run = await client.run_turns(turns)
             run.cpu_seconds = cpu_seconds(pids[name]) - before
             return run
 

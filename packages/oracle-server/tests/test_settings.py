@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from pathlib import Path
 
 import pytest
 
 from oracle_core import CoreEnv, EnvValidationError
-from oracle_server import ServerSettings, create_oracle_app, freeze_boot_objects
+from oracle_server import (
+    ServerSettings,
+    create_oracle_app,
+    event_loop_factory,
+    freeze_boot_objects,
+    run,
+)
 from oracle_server._settings import check_replica_bus, load_settings
 from oracle_server.testing import free_port
 
@@ -213,3 +220,29 @@ def test_trusted_homeservers_default_to_the_oracles_own_and_are_checked() -> Non
         [line] = caught.value.errors
         assert "'MATRIX_TRUSTED_HOMESERVERS'" in line
         assert "matrix.bad_server_name" in line
+
+
+def test_served_oracles_run_on_uvloop_unless_told_otherwise() -> None:
+    import uvloop
+
+    assert event_loop_factory({}) is uvloop.new_event_loop
+    assert event_loop_factory({"EVENT_LOOP": "uvloop"}) is uvloop.new_event_loop
+    assert event_loop_factory({"EVENT_LOOP": "asyncio"}) is None
+    assert load_settings(LOCAL).event_loop == "uvloop"
+
+    async def loop_class() -> str:
+        return type(asyncio.get_running_loop()).__module__
+
+    assert run(loop_class(), env={}).startswith("uvloop")
+    assert run(loop_class(), env={"EVENT_LOOP": "asyncio"}).startswith("asyncio")
+
+
+def test_an_unknown_event_loop_is_refused_before_anything_runs() -> None:
+    async def never() -> None:
+        raise AssertionError("ran")
+
+    with pytest.raises(EnvValidationError, match="EVENT_LOOP") as caught:
+        run(never(), env={"EVENT_LOOP": "trio"})
+    assert caught.value.code == "boot.config.invalid"
+    with pytest.raises(EnvValidationError, match="EVENT_LOOP"):
+        load_settings({**LOCAL, "EVENT_LOOP": "trio"})

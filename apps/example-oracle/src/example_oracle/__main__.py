@@ -7,6 +7,7 @@ import os
 import signal
 
 from example_oracle.server import create_app
+from oracle_server import run
 
 __all__ = ["main"]
 
@@ -49,7 +50,7 @@ async def _run() -> None:
 
 def main() -> None:
     """Serve until Ctrl-C."""
-    asyncio.run(_run())
+    run(_run())
 
 
 if __name__ == "__main__":

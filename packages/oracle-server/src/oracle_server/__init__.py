@@ -13,6 +13,7 @@ from oracle_server._auth.authenticator import AuthData, Authenticator, Delegatio
 from oracle_server._auth.ucan_service import IxoUcanService
 from oracle_server._boot import create_oracle_app
 from oracle_server._errors import HTTPError
+from oracle_server._loop import event_loop_factory, run
 from oracle_server._settings import ServerSettings, load_settings
 
 __all__ = [
@@ -24,6 +25,8 @@ __all__ = [
     "OracleApp",
     "ServerSettings",
     "create_oracle_app",
+    "event_loop_factory",
     "freeze_boot_objects",
     "load_settings",
+    "run",
 ]

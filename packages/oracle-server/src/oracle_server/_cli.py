@@ -37,6 +37,7 @@ from oracle_core import OracleBootError, OracleError, check_provider
 from oracle_server._app import OracleApp
 from oracle_server._auth.keys import DEV_KEY_FILE, development_key, oracle_signer
 from oracle_server._boot import create_oracle_app
+from oracle_server._loop import run
 from oracle_server._persistence import UserDatabases
 from oracle_server._settings import ServerSettings, load_settings
 from oracle_ucan import Ed25519Signer, invoke
@@ -367,8 +368,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.command == "token":
             print(dev_token(args.ttl))
             return
-        runner = {"serve": _serve, "inspect": _inspect, "chat": _chat}[args.command]
-        asyncio.run(runner(args))
+        if args.command == "serve":
+            run(_serve(args))
+        else:
+            runner = {"inspect": _inspect, "chat": _chat}[args.command]
+            asyncio.run(runner(args))
     except KeyboardInterrupt:
         sys.exit(130)
     except CommandError as exc:

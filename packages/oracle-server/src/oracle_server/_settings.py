@@ -82,6 +82,9 @@ class ServerSettings(CoreEnv):
     socket_handshake_window_seconds: int = Field(60, alias="SOCKET_HANDSHAKE_WINDOW_SECONDS", ge=1)
     shutdown_drain_seconds: int = Field(25, alias="SHUTDOWN_DRAIN_SECONDS", ge=0)
     gc_freeze_at_start: EnvBool = Field(True, alias="GC_FREEZE_AT_START")
+    # Read by ``oracle serve`` before any app exists (``event_loop_factory``); listed here
+    # so that a bad value is refused by every boot and the variable is documented.
+    event_loop: Literal["uvloop", "asyncio"] = Field("uvloop", alias="EVENT_LOOP")
     session_concurrency: Literal["enqueue", "reject"] = Field(
         "enqueue", alias="SESSION_CONCURRENCY_POLICY"
     )
