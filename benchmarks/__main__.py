@@ -17,6 +17,7 @@ from benchmarks import (
     turn_overhead,
     ucan_validation,
     versus_langgraph,
+    workers_scaling,
 )
 
 
@@ -45,6 +46,8 @@ def main() -> None:
     print(run_rejoin.report(asyncio.run(run_rejoin.measure())))
     print()
     print(versus_langgraph.report(asyncio.run(versus_langgraph.measure())))
+    print()
+    print(workers_scaling.report(asyncio.run(workers_scaling.measure())))
 
 
 if __name__ == "__main__":

@@ -44,6 +44,14 @@ async def create_app(model_env: dict[str, str], data_dir: str) -> OracleApp:
     )
 
 
+async def create_served_app() -> OracleApp:
+    """The benchmark oracle for ``oracle serve --app benchmarks._oracle_process:create_served_app``
+    (``--workers N``): the model double's variables in ``BENCH_MODEL_ENV`` (JSON), the data
+    under ``SQLITE_DATABASE_PATH``."""
+    model_env: dict[str, str] = json.loads(os.environ["BENCH_MODEL_ENV"])
+    return await create_app(model_env, os.environ["SQLITE_DATABASE_PATH"])
+
+
 async def _listening(port: int) -> None:
     while True:
         try:

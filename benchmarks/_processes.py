@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -148,6 +149,36 @@ class OracleProcess:
         ) as child:
             ready = json.loads(await child.line())
             yield cls(child, f"http://127.0.0.1:{port}", ready["oracle_did"])
+
+    @classmethod
+    @asynccontextmanager
+    async def serve(
+        cls, model_env: dict[str, str], *, workers: int
+    ) -> AsyncIterator[OracleProcess]:
+        """The benchmark oracle under ``oracle serve --workers <workers>`` (one process
+        when 1), as a user starts it; shut down after the block."""
+        import tempfile
+
+        from oracle_ucan import Ed25519Signer
+
+        port = free_port()
+        with tempfile.TemporaryDirectory() as data:
+            env = {
+                "BENCH_MODEL_ENV": json.dumps(model_env),
+                "SQLITE_DATABASE_PATH": data,
+                "PYTHONPATH": str(REPOSITORY),
+            }
+            command = ["serve", "--port", str(port), "--workers", str(workers)]
+            app = "benchmarks._oracle_process:create_served_app"
+            async with LineProcess.start(
+                sys.executable, "-m", "oracle_server", *command, "--app", app, env=env
+            ) as child:
+                try:
+                    await child.line()  # the banner, once every worker serves
+                    key = (Path(data) / "oracle-dev-key.txt").read_text().strip()
+                    yield cls(child, f"http://127.0.0.1:{port}", Ed25519Signer.parse(key).did())
+                finally:
+                    child.process.send_signal(signal.SIGTERM)
 
     @property
     def pids(self) -> list[int]:
