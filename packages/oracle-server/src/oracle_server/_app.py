@@ -16,6 +16,7 @@ from starlette.types import ASGIApp
 from oracle_core import OracleRuntime, PluginStatusChangeEvent
 from oracle_server._http.state import ServerState
 from oracle_server._socket.gateway import SocketGateway
+from oracle_server._workers.connection import HubConnection
 
 __all__ = ["OracleApp", "freeze_boot_objects"]
 
@@ -41,8 +42,10 @@ class OracleApp:
         gateway: SocketGateway,
         closer: AsyncExitStack,
         skip_graceful_shutdown: bool,
+        hub: HubConnection | None = None,
     ) -> None:
         self.state = state
+        self._hub = hub
         self.asgi = asgi
         self.gateway = gateway
         self._closer = closer
@@ -80,7 +83,9 @@ class OracleApp:
         from hypercorn.config import Config
 
         config = Config()
-        config.bind = [f"{host}:{port}"]
+        listen_fd = self.state.settings.worker_listen_fd
+        # A worker of `oracle serve --workers` accepts on the port its supervisor bound.
+        config.bind = [f"fd://{listen_fd}" if listen_fd is not None else f"{host}:{port}"]
         config.h11_max_incomplete_size = 64 * 1024
         # The server must hold an idle connection longer than its clients (and proxies)
         # do: when it closes first, a request the client sends on that connection at the
@@ -120,6 +125,8 @@ class OracleApp:
 
         # Sockets close as soon as shutdown starts (SRV-12 step 1).
         shutdown_trigger = self.gateway.closing_after(shutdown_trigger)
+        if self._hub is not None:
+            self._hub.announce_ready()
         try:
             await serve(
                 self.asgi,  # type: ignore[arg-type]

@@ -26,6 +26,8 @@ import contextlib
 import functools
 import logging
 import os
+import signal
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -61,6 +63,7 @@ from oracle_server._auth.ucan_service import IxoUcanService
 from oracle_server._http.app import build_http_app
 from oracle_server._http.pipeline import SubscriptionCheck
 from oracle_server._http.ratelimit import RateLimiter, create_rate_limiter
+from oracle_server._http.ratelimit.hub import HubRateLimiter
 from oracle_server._http.routes.system import listed_models
 from oracle_server._http.state import ServerState
 from oracle_server._matrix.layer import MatrixLayer
@@ -73,15 +76,21 @@ from oracle_server._persistence import (
     open_checkpointers,
 )
 from oracle_server._replicas import ReplicaBus, create_replica_bus
+from oracle_server._replicas.hub import HubReplicaBus
 from oracle_server._settings import ServerSettings, load_settings
 from oracle_server._socket.frontend_tools import FrontendToolsPlugin
 from oracle_server._socket.gateway import SocketGateway
+from oracle_server._socket.hubqueue import HubSocketManager
 from oracle_server._turns.bookkeeping import TurnBookkeeping
 from oracle_server._turns.events import ServerEventSink
 from oracle_server._turns.locks import TurnLocks, create_turn_locks
+from oracle_server._turns.locks.hub import HubTurnLocks
 from oracle_server._turns.runlog import RunLog, create_run_log
+from oracle_server._turns.runlog.hub import HubRunLog
 from oracle_server._turns.runner import TurnRunner
 from oracle_server._turns.titles import has_title_model
+from oracle_server._workers.connection import HubConnection
+from oracle_server._workers.supervisor import WORKER_VARIABLES
 from oracle_ucan import ChainVerifier, default_resolver
 
 __all__ = ["BUILDERS", "create_oracle_app"]
@@ -108,6 +117,8 @@ class Replicas:
     runs: RunLog
     locks: TurnLocks
     limiter: RateLimiter
+    hub: HubConnection | None = None
+    rooms: Any | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +177,9 @@ async def create_oracle_app(
         OracleBootError: the runtime did not boot; everything opened before was closed.
     """
     environment = dict(os.environ if env is None else env)
+    # Which worker this process is, and its sockets, belong to the process whatever
+    # environment the factory chose (`oracle serve --workers` sets them).
+    environment.update({k: v for k, v in os.environ.items() if k in WORKER_VARIABLES})
     settings = load_settings(environment)
     key = OracleKey(oracle_signer(settings))
     oracle_did = settings.oracle_did or (key.signer.did() if key.signer else "")
@@ -185,7 +199,7 @@ async def create_oracle_app(
         persistence = await open_storage(stack, settings, oracle_did=oracle_did)
         authenticator = build_authenticator(settings, persistence.storage, oracle_did)
         gateway, events = build_socket_layer(
-            stack, settings, persistence.sessions, authenticator, replicas.bus, replicas.limiter
+            stack, settings, persistence.sessions, authenticator, replicas
         )
         matrix = (
             build_matrix_layer(stack, settings, persistence, key)
@@ -237,6 +251,7 @@ async def create_oracle_app(
             gateway=gateway,
             closer=stack,
             skip_graceful_shutdown=skip_graceful_shutdown,
+            hub=replicas.hub,
         )
     except BaseException:
         await stack.aclose()
@@ -248,11 +263,14 @@ async def create_oracle_app(
 
 async def open_replicas(stack: AsyncExitStack, settings: ServerSettings) -> Replicas:
     """The replica bus (``SOCKETIO_MESSAGE_QUEUE``), run log, turn locks and rate limits
-    (``REDIS_URL``); each stays in this process without its URL.
+    (``REDIS_URL``); without its URL each stays in this process, or, in a worker of
+    ``oracle serve --workers``, on the workers' hub.
 
     The bus joins first, so that a replica that cannot reach it fails before anything
     else is opened.
     """
+    if settings.worker_hub_fd is not None:
+        return await open_worker_replicas(stack, settings, settings.worker_hub_fd)
     bus = create_replica_bus(settings.socketio_message_queue)
     stack.push_async_callback(_closing("the replica bus", bus.aclose))
     await bus.start()
@@ -263,6 +281,41 @@ async def open_replicas(stack: AsyncExitStack, settings: ServerSettings) -> Repl
     limiter = create_rate_limiter(settings.redis_url)
     stack.push_async_callback(_closing("the rate limiter", limiter.aclose))
     return Replicas(bus=bus, runs=runs, locks=locks, limiter=limiter)
+
+
+async def open_worker_replicas(
+    stack: AsyncExitStack, settings: ServerSettings, fd: int
+) -> Replicas:
+    """A worker's share of its machine: what has no Redis URL goes through the hub.
+
+    The hub's connection closes last, after every user of it. When it is lost (the
+    supervisor died) the worker stops as if it had been sent ``SIGTERM``.
+    """
+    hub = await HubConnection.open(
+        socket.socket(fileno=fd), worker=f"worker-{settings.worker_index}"
+    )
+    stack.push_async_callback(_closing("the workers' hub", hub.aclose))
+    hub.on_lost(lambda: signal.raise_signal(signal.SIGTERM))
+    queue = settings.socketio_message_queue
+    bus: ReplicaBus = create_replica_bus(queue) if queue else HubReplicaBus(hub)
+    stack.push_async_callback(_closing("the replica bus", bus.aclose))
+    await bus.start()
+    rooms = None
+    if not queue:
+        rooms = HubSocketManager(hub)
+        await rooms.subscribe()
+    redis_url = settings.redis_url
+    runs: RunLog = (
+        create_run_log(redis_url, replica_timeout=settings.run_replica_timeout_seconds)
+        if redis_url
+        else HubRunLog(hub)
+    )
+    stack.push_async_callback(_closing("the run log", runs.aclose))
+    locks: TurnLocks = create_turn_locks(redis_url) if redis_url else HubTurnLocks(hub)
+    stack.push_async_callback(_closing("the turn locks", locks.aclose))
+    limiter: RateLimiter = create_rate_limiter(redis_url) if redis_url else HubRateLimiter(hub)
+    stack.push_async_callback(_closing("the rate limiter", limiter.aclose))
+    return Replicas(bus=bus, runs=runs, locks=locks, limiter=limiter, hub=hub, rooms=rooms)
 
 
 async def open_storage(
@@ -317,13 +370,17 @@ def build_socket_layer(
     settings: ServerSettings,
     sessions: Sessions,
     authenticator: Authenticator,
-    bus: ReplicaBus,
-    limiter: RateLimiter,
+    replicas: Replicas,
 ) -> tuple[SocketGateway, ServerEventSink]:
     """The socket.io gateway (SRV-47 … 54) and the sink that sends plugin events to the
     turn's stream and the session's sockets; handshakes count on the rate limiter."""
     gateway = SocketGateway(
-        settings, sessions, authenticator=authenticator, bus=bus, limiter=limiter
+        settings,
+        sessions,
+        authenticator=authenticator,
+        bus=replicas.bus,
+        limiter=replicas.limiter,
+        rooms=replicas.rooms,
     )
     stack.push_async_callback(_closing("the socket.io gateway", gateway.aclose))
     # Closed after the turns drained, so their last events still reach other replicas.
@@ -439,7 +496,7 @@ def build_turns(
     )
     # SRV-54: aborts reach the replica running the turn, wherever they arrive.
     runner.abort_elsewhere = replicas.bus.abort_elsewhere
-    replicas.bus.handle_abort(runner.abort_here)
+    replicas.bus.handle_abort(runner.abort_for_replica)
     if matrix is not None:
         matrix.bind(
             on_status=runtime.emit_status_change,

@@ -40,6 +40,7 @@ from oracle_server._boot import create_oracle_app
 from oracle_server._loop import run
 from oracle_server._persistence import UserDatabases
 from oracle_server._settings import ServerSettings, load_settings
+from oracle_server._workers.supervisor import WorkerCommand, supervise, worker_env
 from oracle_ucan import Ed25519Signer, invoke
 
 __all__ = ["CommandError", "main"]
@@ -48,6 +49,7 @@ DEV_USER_KEY_FILE = "dev-user-key.txt"
 INSPECT_USER = "did:key:inspect"
 CONFIGURATION_EXIT_CODE = 2
 UNREACHABLE_EXIT_CODE = 1
+MAX_WORKERS = 64
 
 AppFactory = Callable[[], Awaitable[OracleApp]]
 
@@ -192,8 +194,33 @@ async def _serve(args: argparse.Namespace) -> None:
     settings = app.state.settings
     host = args.host or settings.host
     port = args.port if args.port is not None else settings.port
-    print(f"Oracle '{app.state.oracle_name}' on http://{host}:{port} (DID {app.state.oracle_did})")
+    if settings.worker_hub_fd is None:  # a worker's supervisor prints the banner
+        print(
+            f"Oracle '{app.state.oracle_name}' on http://{host}:{port} (DID {app.state.oracle_did})"
+        )
     await app.serve(host=host, port=port, shutdown_trigger=_signals())
+
+
+async def _supervise(args: argparse.Namespace) -> int:
+    settings = load_settings(os.environ)
+    if settings.matrix_active:
+        raise CommandError(
+            "workers.matrix_unsupported: --workers runs several processes, and the Matrix "
+            "layer (ORACLE_BACKEND=ixo) syncs one account from one process; serve it with "
+            "one worker per replica, or set MATRIX_ENABLED=false"
+        )
+    # Made once, before the workers start, so they all sign with the same key.
+    oracle_signer(settings)
+    host = args.host or settings.host
+    port = args.port if args.port is not None else settings.port
+    argv = ["--app", args.app] if args.app else []
+    command = WorkerCommand(
+        argv=argv,
+        env=worker_env(os.environ),
+        stop_seconds=float(settings.shutdown_drain_seconds + 10),
+    )
+    banner = f"Oracle on http://{host}:{port} ({args.workers} workers)"
+    return await supervise(command, workers=args.workers, host=host, port=port, banner=banner)
 
 
 def _signals() -> Callable[[], Awaitable[None]]:
@@ -355,6 +382,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     serve.add_argument("--app", help="module:factory returning an OracleApp")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    serve.add_argument(
+        "--workers",
+        type=_worker_count,
+        default=1,
+        help="processes serving the port, sharing turn locks, runs and rate limits (1)",
+    )
     inspect_cmd = commands.add_parser("inspect", help="plugin status, prompt tokens, routes")
     inspect_cmd.add_argument("--app", help="module:factory returning an OracleApp")
     token = commands.add_parser("token", help="mint a development auth invocation")
@@ -368,6 +401,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.command == "token":
             print(dev_token(args.ttl))
             return
+        if (
+            args.command == "serve"
+            and args.workers > 1
+            and "ORACLE_WORKER_HUB_FD" not in os.environ
+        ):
+            sys.exit(run(_supervise(args)))
         if args.command == "serve":
             run(_serve(args))
         else:
@@ -380,6 +419,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     except OracleError as exc:
         # Boot and settings errors carry their code and fix; the traceback helps nobody.
         _fail(args.command, f"{exc.code}: {exc}", CONFIGURATION_EXIT_CODE)
+
+
+def _worker_count(value: str) -> int:
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_WORKERS}")
+    return count
 
 
 def _fail(command: str, message: str, exit_code: int) -> None:

@@ -19,19 +19,26 @@ from oracle_server._http.ratelimit import (
     RateLimiter,
     RedisRateLimiter,
 )
-from oracle_server.testing import redis_test_target
+from oracle_server._http.ratelimit.hub import HubRateLimiter
+from oracle_server.testing import connected_workers, redis_test_target
 
 START = 1_800_000_000.0
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "hub"])
 async def limiter(request: pytest.FixtureRequest) -> AsyncIterator[RateLimiter]:
-    """Every backend, so both pass the same behavioural tests."""
+    """Every backend, so all pass the same behavioural tests."""
     backend: RateLimiter
     if request.param == "memory":
         backend = InMemoryRateLimiter()
         yield backend
         await backend.aclose()
+        return
+    if request.param == "hub":
+        async with connected_workers(1) as (_, [worker]):
+            backend = HubRateLimiter(worker)
+            yield backend
+            await backend.aclose()
         return
     with redis_test_target("rl") as target:
         backend = RedisRateLimiter(target.url, prefix=target.prefix)

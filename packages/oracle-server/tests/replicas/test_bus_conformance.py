@@ -14,7 +14,8 @@ import pytest
 from redis.asyncio import Redis
 
 from oracle_server._replicas import MemoryReplicaBus, MemoryReplicaHub, RedisReplicaBus, ReplicaBus
-from oracle_server.testing import redis_url_or_skip, unique_key_prefix
+from oracle_server._replicas.hub import HubReplicaBus
+from oracle_server.testing import connected_workers, redis_url_or_skip, unique_key_prefix
 
 Buses = Callable[..., AbstractAsyncContextManager[list[ReplicaBus]]]
 # Far beyond the bound of any case that must not wait for it.
@@ -44,9 +45,32 @@ def redis_channel() -> tuple[str, str]:
     return redis_url_or_skip(), unique_key_prefix("control")
 
 
-@pytest.fixture(params=["memory", "redis"])
+def hub_starting() -> Buses:
+    """``async with buses(n, …)`` over the buses of ``n`` workers sharing one hub."""
+
+    @asynccontextmanager
+    async def started(count: int, *, reply_timeout: float = 2.0) -> AsyncIterator[list[ReplicaBus]]:
+        async with connected_workers(count) as (_, workers):
+            made: list[ReplicaBus] = [
+                HubReplicaBus(worker, reply_timeout=reply_timeout) for worker in workers
+            ]
+            try:
+                for bus in made:
+                    await bus.start()
+                yield made
+            finally:
+                for bus in made:
+                    await bus.aclose()
+
+    return started
+
+
+@pytest.fixture(params=["memory", "redis", "hub"])
 def buses(request: pytest.FixtureRequest) -> Buses:
-    """Started buses that hear each other: on one in-memory hub, or one Redis channel."""
+    """Started buses that hear each other: on one in-memory hub, one Redis channel, or
+    the workers' hub."""
+    if request.param == "hub":
+        return hub_starting()
     if request.param == "memory":
         hub = MemoryReplicaHub()
         return starting(lambda timeout: MemoryReplicaBus(hub, reply_timeout=timeout))

@@ -12,17 +12,24 @@ from collections.abc import AsyncIterator
 import pytest
 
 from oracle_server._turns.locks import InMemoryTurnLocks, RedisTurnLocks, TurnBusy, TurnLocks
-from oracle_server.testing import redis_test_target
+from oracle_server._turns.locks.hub import HubTurnLocks
+from oracle_server.testing import connected_workers, redis_test_target
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "hub"])
 async def locks(request: pytest.FixtureRequest) -> AsyncIterator[TurnLocks]:
-    """Every backend, so both pass the same behavioural tests."""
+    """Every backend, so all pass the same behavioural tests."""
     backend: TurnLocks
     if request.param == "memory":
         backend = InMemoryTurnLocks()
         yield backend
         await backend.aclose()
+        return
+    if request.param == "hub":
+        async with connected_workers(1) as (_, [worker]):
+            backend = HubTurnLocks(worker)
+            yield backend
+            await backend.aclose()
         return
     with redis_test_target("turn") as target:
         backend = RedisTurnLocks(target.url, prefix=target.prefix, lease_seconds=2)

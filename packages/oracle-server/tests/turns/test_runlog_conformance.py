@@ -1,4 +1,4 @@
-"""The run log's contract, run against every backend: memory, and Redis streams.
+"""The run log's contract, run against every backend: memory, Redis streams, the workers' hub.
 
 The Redis log runs with ``ORACLE_TEST_REDIS_URL`` (otherwise its cases skip, naming the
 variable); recovery of a run whose replica died, retention and byte bounds are in
@@ -25,17 +25,24 @@ from oracle_server._turns.runlog import (
     follow,
 )
 from oracle_server._turns.runlog.base import MAX_EVENTS
-from oracle_server.testing import PersistentSseParser, redis_test_target
+from oracle_server._turns.runlog.hub import HubRunLog
+from oracle_server.testing import PersistentSseParser, connected_workers, redis_test_target
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "hub"])
 async def log(request: pytest.FixtureRequest) -> AsyncIterator[RunLog]:
-    """Every backend, so both pass the same behavioural tests."""
+    """Every backend, so all pass the same behavioural tests."""
     backend: RunLog
     if request.param == "memory":
         backend = MemoryRunLog()
         yield backend
         await backend.aclose()
+        return
+    if request.param == "hub":
+        async with connected_workers(1) as (_, [worker]):
+            backend = HubRunLog(worker)
+            yield backend
+            await backend.aclose()
         return
     with redis_test_target("runs") as target:
         backend = RedisRunLog(Redis.from_url(target.url), prefix=target.prefix)

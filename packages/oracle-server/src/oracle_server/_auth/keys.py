@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 from pathlib import Path
 
 from oracle_server._settings import ServerSettings
@@ -24,13 +26,26 @@ def oracle_signer(settings: ServerSettings) -> Ed25519Signer | None:
 
 
 def development_key(path: Path) -> Ed25519Signer:
-    """The key kept in ``path`` (ucanto's private-key text), made on first use (mode 600)."""
+    """The key kept in ``path`` (ucanto's private-key text), made on first use (mode 600).
+
+    Made whole under a temporary name and linked into place, so processes starting at
+    once (``oracle serve --workers``) all end with the one key that won, never a key
+    another process overwrote or a half-written file.
+    """
     if path.exists():
         return Ed25519Signer.parse(path.read_text().strip())
     path.parent.mkdir(parents=True, exist_ok=True)
     signer = Ed25519Signer.generate()
-    path.write_text(signer.format() + "\n")
-    path.chmod(0o600)
+    draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(signer.format() + "\n")
+        os.link(draft, path)
+    except FileExistsError:
+        return Ed25519Signer.parse(path.read_text().strip())
+    finally:
+        draft.unlink(missing_ok=True)
     return signer
 
 

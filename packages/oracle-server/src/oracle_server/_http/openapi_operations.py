@@ -152,7 +152,16 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         message={"type": "string", "examples": ["My Oracle is running"]},
         timestamp=TIMESTAMP,
     ),
-    "Health": object_schema(["status", "timestamp"], status={"const": "ok"}, timestamp=TIMESTAMP),
+    "Health": object_schema(
+        ["status", "timestamp"],
+        status={"const": "ok"},
+        timestamp=TIMESTAMP,
+        worker={
+            "type": "integer",
+            "description": "Under `oracle serve --workers N`: the index of the worker process "
+            "that answered (0 … N-1).",
+        },
+    ),
     "Readiness": object_schema(
         ["status", "matrix", "signingKey", "timestamp"],
         status={"enum": ["ready", "starting"]},

@@ -106,6 +106,11 @@ class SocketGateway:
             forwarded by other replicas settle the calls waiting here.
         limiter: Counts each IP's handshakes, before any is authenticated; without
             one handshakes are not throttled.
+        rooms: A python-socketio client manager whose rooms span processes (the
+            workers' hub); it takes the place of ``SOCKETIO_MESSAGE_QUEUE``'s Redis
+            manager. With one, sockets connect over WebSocket only: Engine.IO's polling
+            needs every request of a socket to reach one process, which workers sharing a
+            port cannot promise.
 
     Attributes:
         sio: The python-socketio ``AsyncServer``.
@@ -119,6 +124,7 @@ class SocketGateway:
         authenticator: Authenticator | None = None,
         bus: ReplicaBus | None = None,
         limiter: RateLimiter | None = None,
+        rooms: Any | None = None,
     ) -> None:
         origins = settings.cors_origins()
         any_origin = origins == ["*"]
@@ -128,11 +134,15 @@ class SocketGateway:
         self.bus = bus
         self._throttle = None if limiter is None else HandshakeThrottle(limiter, settings)
         queue = settings.socketio_message_queue
-        self._shared_rooms = bool(queue)
+        transports: dict[str, Any] = {}
+        if rooms is not None:
+            transports["transports"] = ["websocket"]
+        elif queue:
+            rooms = socketio.AsyncRedisManager(queue, channel=SOCKETIO_CHANNEL)
+        self._shared_rooms = rooms is not None
         self.sio: Any = socketio.AsyncServer(
-            client_manager=(
-                socketio.AsyncRedisManager(queue, channel=SOCKETIO_CHANNEL) if queue else None
-            ),
+            client_manager=rooms,
+            **transports,
             async_mode="asgi",
             cors_allowed_origins="*" if any_origin else origins,
             cors_credentials=not any_origin,

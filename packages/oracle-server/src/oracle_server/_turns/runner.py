@@ -50,6 +50,7 @@ THINKING = "Thinking…"
 IDLE_TIMEOUT_SECONDS = 90.0
 DEADLINE_SECONDS = 900.0
 ABORT_WAIT_SECONDS = 10.0
+ABORT_POLL_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -216,13 +217,31 @@ class TurnRunner:
         """Abort the caller's turns in ``session_id`` (running and queued), here and, with
         several replicas, on the others; ``False`` when there is none."""
         aborted = await self.abort_here(user_did, session_id)
-        if self.abort_elsewhere is not None:
-            aborted = await self.abort_elsewhere(user_did, session_id) or aborted
+        if self.abort_elsewhere is not None and await self.abort_elsewhere(user_did, session_id):
+            # The other replica answered once it had stopped its turn, not once the turn
+            # had ended (that can outlast the bus's reply timeout): the run log, shared by
+            # every replica, tells when ``done`` is written.
+            await self._run_ended(session_id)
+            aborted = True
         return aborted
 
-    async def abort_here(self, user_did: str, session_id: str) -> bool:
-        """Abort the caller's turns in ``session_id`` in this process and wait until they
-        have ended (``done`` written, post-turn work finished; up to
+    async def abort_for_replica(self, user_did: str, session_id: str) -> bool:
+        """Another replica's abort: stop the caller's turns here and answer at once
+        (the asker waits for their end in the run log)."""
+        return await self.abort_here(user_did, session_id, wait=False)
+
+    async def _run_ended(self, session_id: str) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ABORT_WAIT_SECONDS
+        while await self.runs.active_run(session_id) is not None:
+            if loop.time() >= deadline:
+                logger.warning("turns.abort_slow: a run on another replica had not ended")
+                return
+            await asyncio.sleep(ABORT_POLL_SECONDS)
+
+    async def abort_here(self, user_did: str, session_id: str, *, wait: bool = True) -> bool:
+        """Abort the caller's turns in ``session_id`` in this process and (with ``wait``)
+        wait until they have ended (``done`` written, post-turn work finished; up to
         ``ABORT_WAIT_SECONDS``); ``False`` when there is none."""
         ending: list[ActiveTurn] = []
         for turn in self.turns_of(session_id):
@@ -235,11 +254,11 @@ class TurnRunner:
             turn.abort_signal.abort("aborted by the user")
             turn.task.cancel()
             ending.append(turn)
-        if ending:
+        if ending and wait:
             waits = [asyncio.ensure_future(turn.done.wait()) for turn in ending]
             _, pending = await asyncio.wait(waits, timeout=ABORT_WAIT_SECONDS)
-            for wait in pending:
-                wait.cancel()
+            for waiter in pending:
+                waiter.cancel()
             if pending:
                 logger.warning("turns.abort_slow: %d turns had not ended", len(pending))
         return bool(ending)

@@ -31,6 +31,9 @@ Pytest fixtures (`synapse`, `own_synapse`, `new_user`, `oracle_account`, `blocks
 Plugins to serve: `ClockPlugin` (always visible), `WeatherPlugin` (on demand) and
 `Announcer` (emits one client event of every kind).
 
+- `connected_workers(n)`: the hub of ``oracle serve --workers`` and ``n`` worker
+  connections to it, in one process, for the hub backends' tests.
+
 - `TcpProxy`: a relay in front of PostgreSQL or Redis that a test can cut or take down.
 
 Protocol checks:
@@ -119,6 +122,7 @@ from oracle_server.testing._sse import (
 )
 from oracle_server.testing._synapse import RegisteredUser, Synapse
 from oracle_server.testing._synapse_venv import SYNAPSE_VERSION, SynapseError, ensure_synapse_venv
+from oracle_server.testing._workers import connected_workers
 
 __all__ = [
     "ACCEPTED_EVENTS",
@@ -162,6 +166,7 @@ __all__ = [
     "auth_headers",
     "backup_key",
     "commit_upload",
+    "connected_workers",
     "ensure_synapse_venv",
     "eventually",
     "follow_run",

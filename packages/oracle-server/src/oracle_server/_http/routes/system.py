@@ -37,8 +37,13 @@ async def root(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
-    """``GET /health``: liveness, whatever the Matrix layer does (SRV-11)."""
-    return JSONResponse({"status": "ok", "timestamp": timestamp()})
+    """``GET /health``: liveness, whatever the Matrix layer does (SRV-11); under
+    ``oracle serve --workers`` also which worker answered."""
+    body: dict[str, object] = {"status": "ok", "timestamp": timestamp()}
+    settings = server_of(request).settings
+    if settings.worker_hub_fd is not None:
+        body["worker"] = settings.worker_index
+    return JSONResponse(body)
 
 
 async def ready(request: Request) -> Response:

@@ -25,6 +25,10 @@ class TurnBusy(Exception):
             "retry after it finishes or use the 'enqueue' policy"
         )
 
+    def __reduce__(self) -> tuple[type[TurnBusy], tuple[str]]:
+        # Pickled by the session id it was made from (workers send it over their hub).
+        return (type(self), (self.session_id,))
+
 
 def wait_timeout(session_id: str) -> TimeoutError:
     """The error of a turn that waited its whole timeout (code ``turn.wait_timeout``)."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from oracle_server._http.sse import frame
+from oracle_server._timestamps import timestamp
 
 __all__ = [
     "ACTIVE",
@@ -20,6 +21,8 @@ __all__ = [
     "RunInfo",
     "RunLog",
     "RunStatus",
+    "interrupted_events",
+    "partial_text",
 ]
 
 RunStatus = Literal[
@@ -120,3 +123,27 @@ class RunLog(Protocol):
     async def aclose(self) -> None:
         """Stop background work and close connections."""
         ...
+
+
+def partial_text(events: list[RunEvent]) -> str:
+    """The reply text streamed by ``message`` events."""
+    return "".join(str(e.data.get("content", "")) for e in events if e.event == "message")
+
+
+def interrupted_events(first_seq: int, text: str) -> list[RunEvent]:
+    """What ends a run whose replica died: an error, then ``done`` interrupted."""
+    done: dict[str, Any] = {"status": "interrupted", "interrupted": True, "timestamp": timestamp()}
+    if text:
+        done["partialText"] = text
+    return [
+        RunEvent(
+            first_seq,
+            "error",
+            {
+                "error": "The server running this turn stopped",
+                "retryable": True,
+                "timestamp": timestamp(),
+            },
+        ),
+        RunEvent(first_seq + 1, "done", done),
+    ]

@@ -64,9 +64,11 @@ class MemoryRunLog:
                 break
             self._owners.popitem(last=False)
 
-    async def create(self, info: RunInfo) -> None:
+    async def create(self, info: RunInfo, *, replica: str | None = None) -> None:
+        """Register a run as this log's replica's, or ``replica``'s when the log is
+        shared by several (the workers' hub holds one for every worker)."""
         self._expire()
-        self._runs[info.run_id] = _MemoryRun(replace(info, replica=self.replica))
+        self._runs[info.run_id] = _MemoryRun(replace(info, replica=replica or self.replica))
         self._owners[info.run_id] = (info.user_did, self._clock())
         self._active[info.session_id] = info.run_id
 

@@ -17,7 +17,6 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from oracle_server._replicas.cancellation import honour_cancellation
-from oracle_server._timestamps import timestamp
 from oracle_server._turns.runlog.base import (
     ACTIVE,
     MAX_EVENTS,
@@ -28,6 +27,8 @@ from oracle_server._turns.runlog.base import (
     RunGone,
     RunInfo,
     RunStatus,
+    interrupted_events,
+    partial_text,
 )
 
 __all__ = ["RedisRunLog", "interrupted_events", "partial_text"]
@@ -38,30 +39,6 @@ XREAD_BLOCK_SECONDS = 3.0
 # Deletes the session's active-run pointer only if it still names the run (one round trip,
 # no race with a newer run setting it in between).
 _CLEAR_ACTIVE_LUA = files(__package__).joinpath("clear_active.lua").read_text(encoding="utf-8")
-
-
-def partial_text(events: list[RunEvent]) -> str:
-    """The reply text streamed by ``message`` events."""
-    return "".join(str(e.data.get("content", "")) for e in events if e.event == "message")
-
-
-def interrupted_events(first_seq: int, text: str) -> list[RunEvent]:
-    """What ends a run whose replica died: an error, then ``done`` interrupted."""
-    done: dict[str, Any] = {"status": "interrupted", "interrupted": True, "timestamp": timestamp()}
-    if text:
-        done["partialText"] = text
-    return [
-        RunEvent(
-            first_seq,
-            "error",
-            {
-                "error": "The server running this turn stopped",
-                "retryable": True,
-                "timestamp": timestamp(),
-            },
-        ),
-        RunEvent(first_seq + 1, "done", done),
-    ]
 
 
 class RedisRunLog:

@@ -1,0 +1,237 @@
+"""``oracle serve --workers 2``: two processes on one port, one machine's guarantees.
+
+A real supervisor with two worker processes on the embedded defaults (SQLite, no Redis),
+the OpenAI-compatible double as the model. Each HTTP connection stays on the worker that
+accepted it, and ``GET /health`` names that worker, so a test can send one request to
+each on purpose: a turn started through one worker is refused, rejoined and aborted
+through the other, and a worker killed mid-turn gives its session back at once, ends
+its run ``interrupted`` for the reader on the other worker, and is replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from tests.server.test_runs import LONG_REPLY, read_until, rejoin, text_of
+
+from oracle_server.testing import OpenAIDouble, SseEvent, auth_headers, free_port
+from oracle_ucan import Ed25519Signer
+
+SERVER_TESTS = Path(__file__).resolve().parents[2] / "packages" / "oracle-server" / "tests"
+
+
+@dataclass
+class Workers:
+    """The supervisor, and one client connection held on each worker."""
+
+    process: asyncio.subprocess.Process
+    data: Path
+    base_url: str
+    on: dict[int, httpx.AsyncClient]
+
+    @property
+    def oracle_did(self) -> str:
+        return Ed25519Signer.parse((self.data / "oracle-dev-key.txt").read_text().strip()).did()
+
+
+async def pinned_clients(base_url: str, count: int) -> dict[int, httpx.AsyncClient]:
+    """One single-connection client per worker (new connections until each answered)."""
+    pinned: dict[int, httpx.AsyncClient] = {}
+    for _ in range(200):
+        client = httpx.AsyncClient(
+            base_url=base_url, timeout=30, limits=httpx.Limits(max_connections=1)
+        )
+        worker = (await client.get("/health")).json()["worker"]
+        if worker in pinned:
+            await client.aclose()
+        else:
+            pinned[worker] = client
+        if len(pinned) == count:
+            return pinned
+        await asyncio.sleep(0.01)
+    pytest.fail(f"connections reached only workers {sorted(pinned)}")
+
+
+async def wait_for_health(base_url: str, process: asyncio.subprocess.Process) -> None:
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        for _ in range(1200):
+            try:
+                await client.get("/health")
+                return
+            except httpx.ConnectError:
+                if process.returncode is not None:
+                    pytest.fail(f"oracle serve --workers exited with {process.returncode}")
+                await asyncio.sleep(0.1)
+    pytest.fail("the workers never answered")
+
+
+@pytest.fixture
+async def slow_llm() -> AsyncIterator[OpenAIDouble]:
+    async with OpenAIDouble(
+        auto_reply=lambda chat: LONG_REPLY, chunk_size=4, delay_between_chunks=0.02
+    ) as double:
+        yield double
+
+
+@pytest.fixture
+async def workers(tmp_path: Path, slow_llm: OpenAIDouble) -> AsyncIterator[Workers]:
+    port = free_port()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": str(SERVER_TESTS),
+        "ORACLE_BACKEND": "local",
+        "SQLITE_DATABASE_PATH": str(tmp_path),
+        "SESSION_CONCURRENCY_POLICY": "reject",
+        "SHUTDOWN_DRAIN_SECONDS": "1",
+        **{k: v for k, v in os.environ.items() if k.startswith("COVERAGE_")},
+        **slow_llm.env(),
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "oracle_server",
+        "serve",
+        "--workers",
+        "2",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--app",
+        "cli_app:create_app",
+        env=env,
+    )
+    base_url = f"http://127.0.0.1:{port}"
+    on: dict[int, httpx.AsyncClient] = {}
+    try:
+        await wait_for_health(base_url, process)
+        on = await pinned_clients(base_url, 2)
+        yield Workers(process, tmp_path, base_url, on)
+    finally:
+        for client in on.values():
+            await client.aclose()
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(60):
+                await process.wait()
+    assert process.returncode == 0
+
+
+async def test_a_session_is_one_turn_at_a_time_and_rejoined_and_aborted_from_either_worker(
+    workers: Workers,
+) -> None:
+    headers = auth_headers(Ed25519Signer.generate(), workers.oracle_did)
+    first, second = workers.on[0], workers.on[1]
+    session = (await first.post("/sessions", headers=headers)).json()["sessionId"]
+    # The session row is in SQLite, which both workers read.
+    listed = (await second.get("/sessions", headers=headers)).json()
+    assert session in str(listed)
+
+    body = {"message": "go", "stream": True}
+    async with first.stream("POST", f"/messages/{session}", headers=headers, json=body) as turn:
+        run_id = turn.headers["x-run-id"]
+        await read_until(turn, lambda seen: any(e.event == "message" for e in seen))
+
+        refused = await second.post(f"/messages/{session}", headers=headers, json=body)
+        assert refused.status_code == 409
+        active = (await second.get(f"/sessions/{session}/run", headers=headers)).json()
+        assert active["run"] == {"runId": run_id, "status": "running"}
+
+        abort = await second.post("/messages/abort", headers=headers, json={"sessionId": session})
+        assert abort.json() == {"success": True}
+    status, events = await rejoin(second, run_id, 0, headers)
+    assert status == 200
+    assert events[0].event == "run"
+    assert events[-1].event == "done"
+    assert events[-1].data["status"] == "aborted"
+    assert events[-1].data["partialText"] == text_of(events)
+
+    # The turn was given back: the next one runs, through the other worker.
+    async with second.stream("POST", f"/messages/{session}", headers=headers, json=body) as turn:
+        finished = await read_until(turn, lambda seen: seen[-1].event == "done")
+    assert finished[-1].data["status"] == "finished"
+    assert text_of(finished) == LONG_REPLY
+
+
+def worker_pid(supervisor: int, index: int) -> int:
+    """The pid of the supervisor's worker ``index`` (from /proc: its parent and env)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == supervisor and f"ORACLE_WORKER_INDEX={index}".encode() in environ:
+            return int(entry.name)
+    pytest.fail(f"no worker {index} under pid {supervisor}")
+
+
+async def turn_until_killed(
+    client: httpx.AsyncClient, session: str, headers: dict[str, str], pid: int
+) -> str:
+    """Start a turn, kill worker ``pid`` once it streams; the run's id."""
+    run_id = ""
+    body = {"message": "go", "stream": True}
+    try:
+        async with client.stream(
+            "POST", f"/messages/{session}", headers=headers, json=body
+        ) as turn:
+            run_id = turn.headers["x-run-id"]
+            killed: list[int] = []
+
+            def kill_at_first_message(seen: list[SseEvent]) -> bool:
+                if not killed and any(e.event == "message" for e in seen):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                return False  # read on until the connection dies
+
+            await read_until(turn, kill_at_first_message)
+    except httpx.HTTPError:
+        return run_id  # the connection died with its worker
+    pytest.fail("the stream outlived its worker")
+
+
+async def test_a_killed_worker_gives_its_turn_back_ends_its_run_and_is_replaced(
+    workers: Workers,
+) -> None:
+    headers = auth_headers(Ed25519Signer.generate(), workers.oracle_did)
+    doomed, survivor = workers.on[0], workers.on[1]
+    session = (await doomed.post("/sessions", headers=headers)).json()["sessionId"]
+    body = {"message": "go", "stream": True}
+    killed = worker_pid(workers.process.pid, 0)
+    run_id = await turn_until_killed(doomed, session, headers, killed)
+
+    # The other worker's reader sees the run end, and the session takes a new turn.
+    status, events = await rejoin(survivor, run_id, 0, headers)
+    assert status == 200
+    assert [e.event for e in events[-2:]] == ["error", "done"]
+    assert events[-1].data["status"] == "interrupted"
+    async with survivor.stream("POST", f"/messages/{session}", headers=headers, json=body) as turn:
+        finished = await read_until(turn, lambda seen: seen[-1].event == "done")
+    assert finished[-1].data["status"] == "finished"
+
+    # The supervisor started a new worker 0 in its place.
+    async with asyncio.timeout(120):
+        while True:
+            try:
+                replaced = worker_pid(workers.process.pid, 0)
+            except pytest.fail.Exception:
+                replaced = killed
+            if replaced != killed:
+                break
+            await asyncio.sleep(0.2)
+    assert workers.process.returncode is None
+    renewed = await pinned_clients(workers.base_url, 2)
+    for client in renewed.values():
+        assert (await client.get("/health")).status_code == 200
+        await client.aclose()
