@@ -165,6 +165,7 @@ class OracleProcess:
         with tempfile.TemporaryDirectory() as data:
             env = {
                 "BENCH_MODEL_ENV": json.dumps(model_env),
+                "ORACLE_BACKEND": "local",
                 "SQLITE_DATABASE_PATH": data,
                 "PYTHONPATH": str(REPOSITORY),
             }
