@@ -22,6 +22,7 @@ A backend supplies the channels (``_publish``, and feeds what it receives to
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import json
 import logging
@@ -62,7 +63,7 @@ class _AbortReplies:
         return self.aborted or (self.expected is not None and self.answers >= self.expected)
 
 
-class ChannelReplicaBus:
+class ChannelReplicaBus(abc.ABC):
     """Control messages between replicas on a shared channel, with a reply channel each.
 
     Args:
@@ -93,9 +94,9 @@ class ChannelReplicaBus:
         self._waiting: dict[str, _AbortReplies] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
+    @abc.abstractmethod
     async def _publish(self, channel: str, message: str) -> int:
         """Publish ``message``; returns how many subscribers received it."""
-        raise NotImplementedError
 
     def handle_settle(self, handler: SettleHandler) -> None:
         """Settle forwarded client results with ``handler`` (the socket gateway)."""
