@@ -22,38 +22,16 @@ Buses = Callable[..., AbstractAsyncContextManager[list[ReplicaBus]]]
 NEVER = 600.0
 
 
-def starting(make: Callable[[float], ReplicaBus]) -> Buses:
-    """``async with buses(n, reply_timeout=…) as [bus, …]`` over buses that ``make`` builds."""
+OpenBuses = Callable[[int, float], AbstractAsyncContextManager[list[ReplicaBus]]]
+
+
+def started_buses(open_buses: OpenBuses) -> Buses:
+    """``async with buses(n, reply_timeout=…) as [bus, …]`` over the ``n`` buses that
+    ``open_buses(n, reply_timeout)`` gives, started, and closed after the block."""
 
     @asynccontextmanager
     async def started(count: int, *, reply_timeout: float = 2.0) -> AsyncIterator[list[ReplicaBus]]:
-        made = [make(reply_timeout) for _ in range(count)]
-        try:
-            for bus in made:
-                await bus.start()
-            yield made
-        finally:
-            for bus in made:
-                await bus.aclose()
-
-    return started
-
-
-@pytest.fixture
-def redis_channel() -> tuple[str, str]:
-    """The tests' Redis URL and a channel of this test's own."""
-    return redis_url_or_skip(), unique_key_prefix("control")
-
-
-def hub_starting() -> Buses:
-    """``async with buses(n, …)`` over the buses of ``n`` workers sharing one hub."""
-
-    @asynccontextmanager
-    async def started(count: int, *, reply_timeout: float = 2.0) -> AsyncIterator[list[ReplicaBus]]:
-        async with connected_workers(count) as (_, workers):
-            made: list[ReplicaBus] = [
-                HubReplicaBus(worker, reply_timeout=reply_timeout) for worker in workers
-            ]
+        async with open_buses(count, reply_timeout) as made:
             try:
                 for bus in made:
                     await bus.start()
@@ -63,6 +41,33 @@ def hub_starting() -> Buses:
                     await bus.aclose()
 
     return started
+
+
+def starting(make: Callable[[float], ReplicaBus]) -> Buses:
+    """Started buses that ``make(reply_timeout)`` builds, one call each."""
+
+    @asynccontextmanager
+    async def made(count: int, reply_timeout: float) -> AsyncIterator[list[ReplicaBus]]:
+        yield [make(reply_timeout) for _ in range(count)]
+
+    return started_buses(made)
+
+
+def hub_starting() -> Buses:
+    """Started buses of ``n`` workers sharing one hub."""
+
+    @asynccontextmanager
+    async def made(count: int, reply_timeout: float) -> AsyncIterator[list[ReplicaBus]]:
+        async with connected_workers(count) as (_, workers):
+            yield [HubReplicaBus(worker, reply_timeout=reply_timeout) for worker in workers]
+
+    return started_buses(made)
+
+
+@pytest.fixture
+def redis_channel() -> tuple[str, str]:
+    """The tests' Redis URL and a channel of this test's own."""
+    return redis_url_or_skip(), unique_key_prefix("control")
 
 
 @pytest.fixture(params=["memory", "redis", "hub"])
