@@ -898,6 +898,42 @@ async def test_passthrough_sends_the_same_bytes(
     assert second.usage_metadata["total_tokens"] == 10
 
 
+async def test_passthrough_streams_the_chunks_the_plain_model_streams(
+    chat_server: ChatServer,
+) -> None:
+    tool_call = {"id": "call_9", "name": "get_weather", "args": {"city": "Tromsø"}}
+    chat_server.replies.extend([ScriptedReply("Looking it up.", [tool_call])] * 2)
+    plain, passthrough = plain_and_passthrough(chat_server.url)
+
+    def seen(chunk: BaseMessage) -> tuple[Any, ...]:
+        assert isinstance(chunk, AIMessageChunk)
+        return (
+            chunk.content,
+            chunk.tool_call_chunks,
+            chunk.response_metadata,
+            chunk.usage_metadata,
+            chunk.additional_kwargs,
+        )
+
+    streams = [
+        [seen(c) async for c in model.bind_tools([TOOL_SCHEMA]).astream("weather?")]
+        for model in (plain, passthrough)
+    ]
+
+    assert len(streams[0]) > 2
+    assert streams[1] == streams[0]
+
+
+async def test_passthrough_stream_raises_the_sdks_error_for_a_bad_status(
+    chat_server: ChatServer,
+) -> None:
+    # The double answers 404 outside /v1/chat/completions.
+    plain, passthrough = plain_and_passthrough(chat_server.url.removesuffix("/v1") + "/nope")
+    for model in (plain, passthrough):
+        with pytest.raises(openai.NotFoundError):
+            _ = [chunk async for chunk in model.astream("hi")]
+
+
 async def test_passthrough_keeps_request_extras_and_their_order(chat_server: ChatServer) -> None:
     extras = {"models": list(OPENROUTER_MAIN_FALLBACKS), "provider": {"sort": "latency"}}
     plain, passthrough = plain_and_passthrough(

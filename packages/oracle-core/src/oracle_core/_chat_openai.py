@@ -8,12 +8,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import BaseMessage
 from langchain_openai import ChatOpenAI
-from pydantic import PrivateAttr
+from openai import AsyncStream
+from pydantic import PrivateAttr, model_validator
 
 __all__ = ["PassthroughChatOpenAI"]
 
@@ -70,6 +71,31 @@ def _identity(message: BaseMessage) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     return (type(message), *map(id, values)), values
 
 
+class _JsonChunkCompletions:
+    """``chat.completions`` whose streams yield each chunk's JSON object, not an SDK model.
+
+    langchain-openai reads a streamed chunk as a dict (``chunk.model_dump()`` when the SDK
+    hands it a model), so the SDK building a ``ChatCompletionChunk`` from the JSON, and
+    langchain-openai dumping it back, is work for nothing: under load it was a tenth of
+    the server's event loop. The SDK's own ``with_raw_response`` and ``parse(to=...)``
+    read the stream with ``object`` as the chunk type, which hands the JSON over as it
+    came; the SDK's errors (HTTP status, error events in the stream) are raised as before.
+    Everything else is the SDK's ``chat.completions``.
+    """
+
+    def __init__(self, completions: Any) -> None:
+        self.completions = completions
+
+    async def create(self, **payload: Any) -> Any:
+        if not payload.get("stream"):
+            return await self.completions.create(**payload)
+        raw = await self.completions.with_raw_response.create(**payload)
+        return raw.parse(to=AsyncStream[object])
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.completions, name)
+
+
 def _message_list(input_: LanguageModelInput) -> Sequence[BaseMessage] | None:
     if isinstance(input_, list) and all(isinstance(m, BaseMessage) for m in input_):
         return input_
@@ -102,9 +128,21 @@ class PassthroughChatOpenAI(ChatOpenAI):
     Each message is converted once (``_ConvertedMessages``): langchain-openai converts a
     list one message at a time, each on its own, so the request is the one it would build
     for the whole list.
+
+    A streamed response hands langchain-openai each chunk's JSON as it came
+    (``_JsonChunkCompletions``).
     """
 
     _converted: _ConvertedMessages = PrivateAttr(default_factory=_ConvertedMessages)
+
+    @model_validator(mode="after")
+    def _stream_json_chunks(self) -> Self:
+        """Streams hand langchain-openai the chunks' JSON (``_JsonChunkCompletions``)."""
+        if self.async_client is not None and not isinstance(
+            self.async_client, _JsonChunkCompletions
+        ):
+            self.async_client = _JsonChunkCompletions(self.async_client)
+        return self
 
     def _get_request_payload(
         self,

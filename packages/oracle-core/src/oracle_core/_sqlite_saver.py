@@ -274,12 +274,21 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
             )
 
     async def adelete_thread(self, thread_id: str) -> None:
+        """Delete the thread's checkpoints, writes and messages in one transaction.
+
+        One trip, like the writes: no other caller of the connection (the session store
+        of embedded mode shares it) can commit or roll back half of it.
+        """
         _decoded.drop(self._cache_owner)
-        await super().adelete_thread(thread_id)
         await self.setup()
-        async with self.lock:
-            await self.conn.execute(f"DELETE FROM {_TABLE} WHERE thread_id = ?", (str(thread_id),))
-            await self.conn.commit()
+        key = [(str(thread_id),)]
+        await self._commit(
+            [
+                ("DELETE FROM checkpoints WHERE thread_id = ?", key),
+                ("DELETE FROM writes WHERE thread_id = ?", key),
+                (f"DELETE FROM {_TABLE} WHERE thread_id = ?", key),
+            ]
+        )
 
     # -- reads --------------------------------------------------------------------------
 

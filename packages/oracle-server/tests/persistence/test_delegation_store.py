@@ -85,6 +85,19 @@ async def test_revoke_marks_the_cid(storage: Storage) -> None:
     assert await storage.delegations.is_revoked("bafytwo") is False
 
 
+async def test_usable_is_the_stored_raw_until_its_cid_is_revoked(storage: Storage) -> None:
+    await storage.delegations.put(delegation(ALICE, cid="bafyalice"))
+    await storage.delegations.put(delegation(BOB, cid="bafybob"))
+    assert await storage.delegations.usable(ALICE) == delegation().raw
+    await storage.delegations.revoke("bafyalice", ALICE)
+    assert await storage.delegations.usable(ALICE) is None
+    assert await storage.delegations.usable(BOB) == delegation().raw
+    assert await storage.delegations.usable("did:key:z6MkNobody") is None
+    # A new delegation under another CID is usable again.
+    await storage.delegations.put(delegation(ALICE, cid="bafyalice2"))
+    assert await storage.delegations.usable(ALICE) == delegation().raw
+
+
 def test_repr_never_shows_the_raw_delegation() -> None:
     assert "secret-car" not in repr(delegation())
 

@@ -11,16 +11,19 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 from sqlalchemy import Column, Integer, MetaData, String, Table, inspect
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from oracle_server._persistence import (
+    DuplicateSessionError,
     SessionRecord,
     Storage,
     StorageUnavailableError,
@@ -30,6 +33,7 @@ from oracle_server._persistence import (
     database_url,
 )
 from oracle_server._persistence.engine import create_tables
+from oracle_server.testing import eventually
 
 ORACLE = "did:ixo:ixo1oracleundertest"
 ALICE = "did:ixo:ixo1alice"
@@ -147,6 +151,54 @@ async def test_sessions_live_in_their_owners_file(
     assert raw_rows(dbs.path_for(BOB), "SELECT room_id, matrix_thread_id FROM oracle_sessions") == [
         (None, None)
     ]
+
+
+async def test_a_users_sessions_and_checkpoints_share_one_connection_thread(
+    open_dbs: Callable[..., UserDatabases],
+) -> None:
+    dbs = open_dbs()
+    before = threading.active_count()
+    users = [f"did:ixo:ixo1user{n}" for n in range(5)]
+    for user in users:
+        await dbs.sessions.create(session(user, f"{user}-1"))
+        saver = await dbs(user)
+        await saver.aput(
+            {"configurable": {"thread_id": f"{user}-1", "checkpoint_ns": ""}},
+            empty_checkpoint(),
+            {},
+            {},
+        )
+        assert await dbs.sessions.touch(user, f"{user}-1") is not None
+        assert (await dbs.sessions.list(user))[1] == 1
+    # One thread per open user database, whatever the sessions did.
+    assert threading.active_count() - before == len(users)
+    await dbs.aclose()
+
+    async def threads_ended() -> bool:
+        return threading.active_count() == before
+
+    assert await eventually(threads_ended, timeout=10)
+
+
+async def test_a_session_write_never_undoes_a_thread_delete(
+    open_dbs: Callable[..., UserDatabases],
+) -> None:
+    dbs = open_dbs()
+    await dbs.sessions.create(session(ALICE, "alice-1"))
+    saver = await dbs(ALICE)
+    config = {"configurable": {"thread_id": "alice-1", "checkpoint_ns": ""}}
+    await saver.aput(config, empty_checkpoint(), {}, {})
+    # A refused session write (a duplicate id) rolls back while the delete runs.
+    results = await asyncio.gather(
+        saver.adelete_thread("alice-1"),
+        dbs.sessions.create(session(ALICE, "alice-1")),
+        return_exceptions=True,
+    )
+    assert results[0] is None
+    assert isinstance(results[1], DuplicateSessionError)
+    assert await saver.aget_tuple(config) is None
+    assert raw_rows(dbs.path_for(ALICE), "SELECT count(*) FROM checkpoints") == [(0,)]
+    assert await dbs.sessions.get(ALICE, "alice-1") is not None
 
 
 # --- sharing, LRU and closing ---------------------------------------------------------

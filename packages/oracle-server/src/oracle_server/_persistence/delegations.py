@@ -146,10 +146,17 @@ class DelegationStore:
         What a turn adopts when its request brought no delegation (SRV-42). Expiry is
         left to the UCAN service, which asks the user to re-authorise.
         """
-        stored = await self.get(user_did)
-        if stored is None or await self.is_revoked(stored.cid):
-            return None
-        return stored.raw
+        revoked = (
+            select(revoked_delegations.c.cid)
+            .where(revoked_delegations.c.cid == user_delegations.c.cid)
+            .exists()
+        )
+        query = select(user_delegations.c.raw).where(
+            user_delegations.c.user_did == user_did, ~revoked
+        )
+        async with self._engine.connect() as conn:
+            raw = (await conn.execute(query)).scalar_one_or_none()
+        return None if raw is None else str(raw)
 
 
 class ReauthPrompts:

@@ -25,6 +25,7 @@ __all__ = [
     "StorageKind",
     "configure_sqlite",
     "create_tables",
+    "create_tables_sync",
     "database_url",
     "storage_kind",
 ]
@@ -124,9 +125,16 @@ async def create_tables(
     Migrations are additive (SRV-56): a column added to a definition is nullable, so an
     older database gains it with ``ALTER TABLE … ADD COLUMN`` and keeps every row.
     """
+    await conn.run_sync(create_tables_sync, tables, schema)
+
+
+def create_tables_sync(
+    conn: Connection, tables: Sequence[Table], schema: str | None = None
+) -> None:
+    """:func:`create_tables` on a synchronous connection."""
     for table in tables:
-        await conn.execute(CreateTable(table, if_not_exists=True))
-        present = await conn.run_sync(_column_names, table.name, schema)
+        conn.execute(CreateTable(table, if_not_exists=True))
+        present = _column_names(conn, table.name, schema)
         for column in table.columns:
             if column.name in present:
                 continue
@@ -137,11 +145,9 @@ async def create_tables(
                 )
             column_type = column.type.compile(dialect=conn.dialect)
             target = f'"{schema}"."{table.name}"' if schema else f'"{table.name}"'
-            await conn.execute(
-                text(f'ALTER TABLE {target} ADD COLUMN "{column.name}" {column_type}')
-            )
+            conn.execute(text(f'ALTER TABLE {target} ADD COLUMN "{column.name}" {column_type}'))
         for index in sorted(table.indexes, key=lambda index: str(index.name)):
-            await conn.execute(CreateIndex(index, if_not_exists=True))
+            conn.execute(CreateIndex(index, if_not_exists=True))
 
 
 class Storage:

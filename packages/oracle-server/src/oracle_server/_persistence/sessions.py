@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from sqlalchemy import RowMapping, delete, func, insert, select, update
+from sqlalchemy import Connection, RowMapping, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from oracle_server._persistence.connections import Connections, connections_of
 from oracle_server._persistence.tables import oracle_sessions
 
 __all__ = ["DuplicateSessionError", "SessionRecord", "SessionStore", "Sessions", "to_js_iso"]
@@ -154,12 +155,15 @@ class SessionStore:
     """Sessions of every user, each visible only to its owner.
 
     Args:
-        engine: The server database.
+        database: The server database's engine, or where a user's own file runs its
+            statements (:class:`ThreadConnections`).
         clock: Unix time in seconds; ``touch`` without a time uses it.
     """
 
-    def __init__(self, engine: AsyncEngine, *, clock: Callable[[], float] = time.time) -> None:
-        self._engine = engine
+    def __init__(
+        self, database: AsyncEngine | Connections, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._db = connections_of(database)
         self._clock = clock
 
     async def create(self, record: SessionRecord) -> SessionRecord:
@@ -184,17 +188,9 @@ class SessionStore:
             "client": record.client,
             "matrix_thread_id": record.matrix_thread_id,
         }
+        statement = insert(oracle_sessions).values(values).returning(oracle_sessions)
         try:
-            async with self._engine.begin() as conn:
-                row = (
-                    (
-                        await conn.execute(
-                            insert(oracle_sessions).values(values).returning(oracle_sessions)
-                        )
-                    )
-                    .mappings()
-                    .one()
-                )
+            row = await self._db.write(lambda conn: conn.execute(statement).mappings().one())
         except IntegrityError as exc:
             raise DuplicateSessionError(record.session_id) from exc
         return _record(row)
@@ -204,8 +200,7 @@ class SessionStore:
         query = select(oracle_sessions).where(
             oracle_sessions.c.session_id == session_id, oracle_sessions.c.user_did == user_did
         )
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(query)).mappings().one_or_none()
+        row = await self._db.read(lambda conn: conn.execute(query).mappings().one_or_none())
         return None if row is None else _record(row)
 
     async def list(
@@ -242,9 +237,11 @@ class SessionStore:
             .offset(offset)
         )
         count = select(func.count()).select_from(oracle_sessions).where(*conditions)
-        async with self._engine.connect() as conn:
-            rows = (await conn.execute(page)).mappings().all()
-            total = (await conn.execute(count)).scalar_one()
+
+        def read(conn: Connection) -> tuple[Sequence[RowMapping], Any]:
+            return conn.execute(page).mappings().all(), conn.execute(count).scalar_one()
+
+        rows, total = await self._db.read(read)
         return [_record(row) for row in rows], int(total)
 
     async def touch(
@@ -267,8 +264,7 @@ class SessionStore:
             .values(last_updated_at=moment)
             .returning(oracle_sessions)
         )
-        async with self._engine.begin() as conn:
-            row = (await conn.execute(statement)).mappings().one_or_none()
+        row = await self._db.write(lambda conn: conn.execute(statement).mappings().one_or_none())
         return None if row is None else _record(row)
 
     async def set_title(self, user_did: str, session_id: str, title: str) -> None:
@@ -286,9 +282,8 @@ class SessionStore:
         statement = delete(oracle_sessions).where(
             oracle_sessions.c.session_id == session_id, oracle_sessions.c.user_did == user_did
         )
-        async with self._engine.begin() as conn:
-            result = await conn.execute(statement)
-        return result.rowcount > 0
+        deleted: int = await self._db.write(lambda conn: conn.execute(statement).rowcount)
+        return deleted > 0
 
     async def _update(self, user_did: str, session_id: str, **values: Any) -> None:
         statement = (
@@ -299,5 +294,4 @@ class SessionStore:
             )
             .values(**values)
         )
-        async with self._engine.begin() as conn:
-            await conn.execute(statement)
+        await self._db.write(lambda conn: conn.execute(statement))

@@ -28,14 +28,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-
 from oracle_core import user_database_name
-from oracle_server._persistence.engine import (
-    SQLITE_BUSY_TIMEOUT_MS,
-    configure_sqlite,
-    create_tables,
-)
+from oracle_server._persistence.connections import ThreadConnections
+from oracle_server._persistence.engine import SQLITE_BUSY_TIMEOUT_MS, create_tables_sync
 from oracle_server._persistence.sessions import SessionRecord, SessionStore
 from oracle_server._persistence.tables import oracle_sessions
 
@@ -116,17 +111,13 @@ class UserDatabase:
     user_did: str
     path: Path
     saver: AsyncSqliteSaver
-    engine: AsyncEngine
     sessions: SessionStore
     refs: int = 0
     last_used: float = 0.0
 
     async def close(self) -> None:
-        """Close the saver's connection and the session engine."""
-        try:
-            await self.saver.conn.close()
-        finally:
-            await self.engine.dispose()
+        """Close the saver's connection (the session table's too)."""
+        await self.saver.conn.close()
 
 
 class UserDatabases:
@@ -282,25 +273,18 @@ class UserDatabases:
             return None
         path.parent.mkdir(parents=True, exist_ok=True)
         saver = await _open_saver(path)
-        # Two pooled connections (opened lazily): a client's next message looks its session
-        # up while the previous turn's bookkeeping still holds one, every turn. With one,
-        # that lookup opened an overflow connection (a thread, the file, the pragmas) and
-        # closed it again.
-        engine = create_async_engine(f"sqlite+aiosqlite:///{path}", pool_size=2, max_overflow=3)
-        configure_sqlite(engine)
+        # The session table shares the saver's connection and thread: one trip a call.
+        connections = ThreadConnections(saver.conn)
         try:
-            async with engine.begin() as conn:
-                await create_tables(conn, [oracle_sessions])
+            await connections.write(lambda conn: create_tables_sync(conn, [oracle_sessions]))
         except BaseException:
             await saver.conn.close()
-            await engine.dispose()
             raise
         return UserDatabase(
             user_did=user_did,
             path=path,
             saver=saver,
-            engine=engine,
-            sessions=SessionStore(engine, clock=self._session_clock),
+            sessions=SessionStore(connections, clock=self._session_clock),
         )
 
     async def _shrink(self) -> None:

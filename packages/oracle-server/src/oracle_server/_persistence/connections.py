@@ -1,0 +1,102 @@
+"""Where a store's statements run: a pooled async engine, or the thread of a SQLite file.
+
+A store writes each operation as a plain function of a synchronous SQLAlchemy
+``Connection`` and hands it to :class:`Connections`, which runs it in a transaction:
+
+- :class:`EngineConnections`: the server database (SQLite or PostgreSQL), a pooled
+  :class:`~sqlalchemy.ext.asyncio.AsyncEngine`; the function runs under ``run_sync``.
+- :class:`ThreadConnections`: a user's own file in embedded mode, on the one aiosqlite
+  connection its checkpoint saver already holds. The function runs on that connection's
+  thread, in one trip: a session lookup or update is one hop, where an engine of its
+  own paid a hop for each cursor, execute, fetch, commit and pool reset, and a thread
+  (and a connection) of its own for each of its pooled connections.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import StaticPool
+
+if TYPE_CHECKING:
+    import aiosqlite
+
+__all__ = ["Connections", "EngineConnections", "ThreadConnections", "connections_of"]
+
+T = TypeVar("T")
+
+
+class Connections(Protocol):
+    """Runs a function of a connection in a transaction: committed when it returns,
+    rolled back when it raises."""
+
+    async def read(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` (queries only)."""
+        ...
+
+    async def write(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` and commit."""
+        ...
+
+
+class EngineConnections:
+    """Each call on a connection of ``engine``'s pool."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def read(self, work: Callable[[Connection], T]) -> T:
+        async with self.engine.connect() as conn:
+            return await conn.run_sync(work)
+
+    async def write(self, work: Callable[[Connection], T]) -> T:
+        async with self.engine.begin() as conn:
+            return await conn.run_sync(work)
+
+
+class ThreadConnections:
+    """Each call on ``conn``'s thread, on its ``sqlite3`` connection, in one trip.
+
+    The saver that owns ``conn`` keeps using it. Its writes, and its deletes, commit
+    within one trip too (``MessageStoreSqliteSaver``), so no transaction of the saver's is
+    ever open between two trips for one of these to commit or roll back. The connection's
+    pragmas are the saver's (WAL, ``busy_timeout``); closing it is the saver's business.
+    """
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+        raw = conn._conn  # the sqlite3 connection, used only on conn's own thread
+        self._engine: Engine = create_engine(
+            "sqlite://",
+            creator=lambda: raw,
+            poolclass=StaticPool,
+            # A reset would roll back whatever the saver has begun on the connection.
+            pool_reset_on_return=None,
+        )
+
+    async def read(self, work: Callable[[Connection], T]) -> T:
+        return await self._on_thread(self._read, work)
+
+    async def write(self, work: Callable[[Connection], T]) -> T:
+        return await self._on_thread(self._write, work)
+
+    async def _on_thread(self, run: Callable[[Callable[[Connection], T]], T], work: Any) -> T:
+        # aiosqlite has no public call that runs a function on its thread (0.22).
+        result: T = await self._conn._execute(run, work)  # type: ignore[no-untyped-call]
+        return result
+
+    def _read(self, work: Callable[[Connection], T]) -> T:
+        with self._engine.connect() as conn:
+            return work(conn)
+
+    def _write(self, work: Callable[[Connection], T]) -> T:
+        with self._engine.begin() as conn:
+            return work(conn)
+
+
+def connections_of(database: AsyncEngine | Connections) -> Connections:
+    """``database`` as :class:`Connections` (an engine is wrapped)."""
+    return EngineConnections(database) if isinstance(database, AsyncEngine) else database
