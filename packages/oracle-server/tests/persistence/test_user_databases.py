@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 from sqlalchemy import Column, Integer, MetaData, String, Table, inspect
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -186,7 +187,7 @@ async def test_a_session_write_never_undoes_a_thread_delete(
     dbs = open_dbs()
     await dbs.sessions.create(session(ALICE, "alice-1"))
     saver = await dbs(ALICE)
-    config = {"configurable": {"thread_id": "alice-1", "checkpoint_ns": ""}}
+    config: RunnableConfig = {"configurable": {"thread_id": "alice-1", "checkpoint_ns": ""}}
     await saver.aput(config, empty_checkpoint(), {}, {})
     # A refused session write (a duplicate id) rolls back while the delete runs.
     results = await asyncio.gather(

@@ -36,6 +36,7 @@ from oracle_core import (
 from oracle_server._auth.authenticator import AuthData
 from oracle_server._errors import HTTPError
 from oracle_server._timestamps import timestamp
+from oracle_server._turns.admission import TurnAdmission
 from oracle_server._turns.events import ServerEventSink, TurnProgress, stream_client_events
 from oracle_server._turns.failures import TurnDeadline, TurnFailure, failure_of
 from oracle_server._turns.locks import TurnBusy, TurnLocks
@@ -110,9 +111,10 @@ class TurnRunner:
             (``TURN_IDLE_TIMEOUT_SECONDS``).
         deadline: Seconds a turn may run, from when it takes the session's lock
             (``TURN_DEADLINE_SECONDS``).
-        concurrency: How many turns run at once on this replica (``TURN_CONCURRENCY``);
-            the rest stay ``queued``, in arrival order, holding nothing but their
-            session's lock. ``None`` for no bound.
+        concurrency: How many turns run at once on this replica at most
+            (``TURN_CONCURRENCY``; fewer while the event loop is behind, see
+            :class:`TurnAdmission`); the rest stay ``queued``, in arrival order, holding
+            nothing but their session's lock. ``None`` for no bound.
 
     Attributes:
         abort_elsewhere: With several replicas (SRV-54), asks the others to abort the
@@ -147,8 +149,8 @@ class TurnRunner:
         self.deadline = deadline
         # Past what the replica can serve, more turns at once only lengthen every await
         # of all of them until pool waits time out; beyond the bound, turns wait their
-        # turn instead of failing.
-        self._slots = asyncio.Semaphore(concurrency) if concurrency else None
+        # turn instead of failing. Fewer are admitted while the loop falls behind.
+        self.admission = TurnAdmission(concurrency) if concurrency else None
         self.active: dict[str, list[ActiveTurn]] = {}
         self.abort_elsewhere: Callable[[str, str], Awaitable[bool]] | None = None
         # Every turn task until it has fully ended, post-turn work included: the
@@ -305,8 +307,8 @@ class TurnRunner:
             if not acquired:
                 await hold.__aenter__()
                 acquired = True
-            if self._slots is not None:
-                await self._slots.acquire()
+            if self.admission is not None:
+                await self.admission.acquire()
                 slotted = True
             turn.status = "running"
             stream.set_status("running")
@@ -349,8 +351,8 @@ class TurnRunner:
                 await self._end(turn, hold, acquired=acquired)
             finally:
                 # Held through the post-turn bookkeeping too: it writes to the database.
-                if slotted and self._slots is not None:
-                    self._slots.release()
+                if slotted and self.admission is not None:
+                    self.admission.release()
 
     async def _end(
         self, turn: ActiveTurn, hold: AbstractAsyncContextManager[None], *, acquired: bool
