@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import subprocess
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -196,3 +198,30 @@ def test_every_builder_is_a_function_of_the_boot_module() -> None:
     assert len(set(boot.BUILDERS)) == len(boot.BUILDERS)
     for name in boot.BUILDERS:
         assert callable(getattr(boot, name)), name
+
+
+def test_a_local_oracle_never_loads_matrix_nio(tmp_path: Path) -> None:
+    # matrix-nio and its dependencies are tens of MiB: only the Matrix layer loads them.
+    code = f"""
+import asyncio, sys
+from oracle_server import create_oracle_app
+from oracle_server.testing import ClockPlugin
+
+async def main():
+    app = await create_oracle_app(
+        {{"name": "Local"}},
+        plugins=[ClockPlugin()],
+        env={{"ORACLE_BACKEND": "local", "SQLITE_DATABASE_PATH": {str(tmp_path)!r},
+              "LLM_PROVIDER": "openai-compatible", "OPENAI_COMPATIBLE_MODEL": "m",
+              "OPENAI_COMPATIBLE_BASE_URL": "http://127.0.0.1:9/v1"}},
+    )
+    await app.aclose()
+
+asyncio.run(main())
+print(sorted(name for name in sys.modules if name == "nio" or name.startswith("nio.")))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]"

@@ -31,7 +31,7 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
@@ -66,7 +66,6 @@ from oracle_server._http.ratelimit import RateLimiter, create_rate_limiter
 from oracle_server._http.ratelimit.hub import HubRateLimiter
 from oracle_server._http.routes.system import listed_models
 from oracle_server._http.state import ServerState
-from oracle_server._matrix.layer import MatrixLayer
 from oracle_server._persistence import (
     ReauthPrompts,
     Sessions,
@@ -92,6 +91,11 @@ from oracle_server._turns.titles import has_title_model
 from oracle_server._workers.connection import HubConnection
 from oracle_server._workers.supervisor import WORKER_VARIABLES
 from oracle_ucan import ChainVerifier, default_resolver
+
+if TYPE_CHECKING:
+    # Imported when Matrix is on (build_matrix_layer): matrix-nio and its dependencies
+    # are about 50 MiB of a local oracle's memory.
+    from oracle_server._matrix.layer import MatrixLayer
 
 __all__ = ["BUILDERS", "create_oracle_app"]
 
@@ -393,6 +397,8 @@ def build_matrix_layer(
     stack: AsyncExitStack, settings: ServerSettings, persistence: Persistence, key: OracleKey
 ) -> MatrixLayer:
     """The Matrix layer (SRV-6, 64 … 69); the ASGI lifespan starts it, never waiting."""
+    from oracle_server._matrix.layer import MatrixLayer
+
     matrix = MatrixLayer(
         settings,
         sessions=persistence.sessions,

@@ -57,8 +57,9 @@ plugins or hosts: their shape may change with the server):
 - `user_room_alias`: the alias of a user's Matrix room.
 """
 
-from oracle_server._matrix.backup import CheckpointBackup
-from oracle_server._matrix.rooms import user_room_alias
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from oracle_server._persistence.snapshot import (
     backup_key,
     commit_upload,
@@ -123,6 +124,27 @@ from oracle_server.testing._sse import (
 from oracle_server.testing._synapse import RegisteredUser, Synapse
 from oracle_server.testing._synapse_venv import SYNAPSE_VERSION, SynapseError, ensure_synapse_venv
 from oracle_server.testing._workers import connected_workers
+
+if TYPE_CHECKING:
+    from oracle_server._matrix.backup import CheckpointBackup
+    from oracle_server._matrix.rooms import user_room_alias
+
+# Loaded on first use: they import matrix-nio, which a process serving no Matrix (a
+# benchmark's oracle) should not pay for.
+_MATRIX_NAMES = {
+    "CheckpointBackup": "oracle_server._matrix.backup",
+    "user_room_alias": "oracle_server._matrix.rooms",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MATRIX_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ACCEPTED_EVENTS",

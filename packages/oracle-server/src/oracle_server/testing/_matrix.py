@@ -16,10 +16,9 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import nio
 
 from oracle_core import OraclePlugin
 from oracle_core.testing import mark_sensitive
@@ -30,6 +29,9 @@ from oracle_server.testing._openai_double import OpenAIDouble
 from oracle_server.testing._server import serving
 from oracle_server.testing._synapse import RegisteredUser, Synapse
 from oracle_ucan import Ed25519Signer, invoke
+
+if TYPE_CHECKING:
+    import nio  # imported where a Matrix user is made: matrix-nio is heavy to load
 
 __all__ = [
     "ENTITY_DID",
@@ -206,6 +208,8 @@ async def eventually(check: Any, timeout: float = 30.0, interval: float = 0.1) -
 @asynccontextmanager
 async def matrix_user(synapse: Synapse, did: str, store: Path) -> AsyncIterator[nio.AsyncClient]:
     """The user's own Matrix account (``@did-ixo-…``), logged in with E2EE keys uploaded."""
+    import nio
+
     localpart = did.replace(":", "-")
     registered = synapse.register(localpart, f"{localpart}-pw")
     await asyncio.to_thread(store.mkdir, parents=True, exist_ok=True)
