@@ -114,6 +114,39 @@ async def test_the_runs_of_a_worker_that_dies_end_interrupted_for_every_reader()
     assert "Half an ans" in done
 
 
+async def test_a_runs_events_read_alike_from_its_worker_and_from_another() -> None:
+    async with connected_workers(2) as (hub, [running_it, other]):
+        writer, rejoiner = HubRunLog(running_it), HubRunLog(other)
+        await writer.create(running())
+        events = [RunEvent(n, "message", {"content": f"part {n}"}) for n in range(1, 6)]
+        for event in events:
+            await writer.append("r1", [event])  # casts: nothing waited for
+        await writer.set_status("r1", "finished")  # a call: after the casts
+
+        here = await writer.read("r1", 0, wait=0)
+        there = await rejoiner.read("r1", 2, wait=0)
+        info = await rejoiner.info("r1")
+        assert hub.runs.event_count("r1") == 5
+    frames = [event.to_sse() for event in events]
+    assert [event.to_sse() for event in here] == frames
+    assert [event.to_sse() for event in there] == frames[2:]
+    assert info is not None
+    assert info.status == "finished"
+
+
+async def test_a_failing_cast_is_logged_and_the_connection_keeps_working(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with connected_workers(1) as (_, [worker]):
+        worker.cast("runs", "append", "no-such-run", [RunEvent(1, "message", {})])
+        worker.cast("runs", "drop_everything")
+        log = HubRunLog(worker)
+        await log.create(running())
+        assert await worker.call("runs", "info", "r1") is not None
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("workers.cast_failed: runs.drop_everything" in m for m in messages)
+
+
 async def test_an_abort_reaches_the_worker_running_the_turn() -> None:
     async with connected_workers(2) as (_, [asking, running_it]):
         asker, owner = HubReplicaBus(asking), HubReplicaBus(running_it)

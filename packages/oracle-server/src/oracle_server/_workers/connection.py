@@ -80,6 +80,19 @@ class HubConnection:
         """
         return await self._request("call", target, method, args, kwargs)
 
+    def cast(self, target: str, method: str, *args: Any, **kwargs: Any) -> None:
+        """``target.method(*args, **kwargs)`` on the hub, without waiting for it.
+
+        The hub runs casts and calls in the order it receives them, so a call sent after
+        a cast sees its effect. A cast that fails is logged by the hub.
+
+        Raises:
+            ConnectionError: The hub is gone (``workers.hub_lost``).
+        """
+        if self._closed:
+            raise ConnectionError(f"{HUB_LOST}: the workers' hub is gone")
+        self._send(("call", 0, target, method, args, kwargs))
+
     async def hold(self, session_id: str, *, wait: bool, patience: float | None) -> int:
         """Take the session's turn on the hub; the returned id gives it back (``release``).
 

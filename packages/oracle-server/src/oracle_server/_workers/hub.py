@@ -102,6 +102,7 @@ class WorkerHub:
         self._subscribers: dict[str, list[_Peer]] = {}
         self._serving: set[asyncio.Task[None]] = set()
         self._cleanups: set[asyncio.Task[None]] = set()
+        self._casts: set[asyncio.Task[None]] = set()
 
     async def attach(self, sock: socket.socket) -> Callable[[], asyncio.Event]:
         """Serve one worker over ``sock`` (the hub's end of its socket pair).
@@ -128,6 +129,7 @@ class WorkerHub:
             task.cancel()
         await asyncio.gather(*self._serving, return_exceptions=True)
         await asyncio.gather(*self._cleanups, return_exceptions=True)
+        await asyncio.gather(*self._casts, return_exceptions=True)
         await self.runs.aclose()
         await self.locks.aclose()
         await self.limiter.aclose()
@@ -159,7 +161,16 @@ class WorkerHub:
     def _on_call(
         self, peer: _Peer, call_id: int, target: str, method: str, args: Any, kwargs: Any
     ) -> None:
-        self._spawn(peer, call_id, self._call(peer, call_id, target, method, args, kwargs))
+        work = self._call(peer, call_id, target, method, args, kwargs)
+        if call_id:
+            self._spawn(peer, call_id, work)
+            return
+        # A cast (``HubConnection.cast``): nobody waits for it or cancels it. Tasks start
+        # in the order they are made, and the shared objects' writes do not suspend, so
+        # casts and calls take effect in the order they came.
+        task = asyncio.get_running_loop().create_task(work)
+        self._casts.add(task)
+        task.add_done_callback(self._casts.discard)
 
     def _on_hold(
         self, peer: _Peer, call_id: int, session_id: str, wait: bool, patience: float | None
@@ -211,7 +222,7 @@ class WorkerHub:
     ) -> None:
         if method not in _CALLABLE.get(target, ()):
             error = LookupError(f"workers.hub_unknown_call: {target}.{method}")
-            peer.send(("ret", call_id, False, error))
+            self._answer(peer, call_id, target, method, False, error)
             return
         if (target, method) == ("runs", "create"):
             kwargs = {**kwargs, "replica": peer.name}
@@ -220,11 +231,24 @@ class WorkerHub:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            peer.send(("ret", call_id, False, exc))
+            self._answer(peer, call_id, target, method, False, exc)
             return
         if target == "runs":
             self._track(peer, method, args)
-        peer.send(("ret", call_id, True, result))
+        self._answer(peer, call_id, target, method, True, result)
+
+    @staticmethod
+    def _answer(peer: _Peer, call_id: int, target: str, method: str, ok: bool, value: Any) -> None:
+        if call_id:
+            peer.send(("ret", call_id, ok, value))
+        elif not ok:
+            logger.warning(
+                "workers.cast_failed: %s.%s from worker %s: %s",
+                target,
+                method,
+                peer.name,
+                type(value).__name__,
+            )
 
     def _track(self, peer: _Peer, method: str, args: tuple[Any, ...]) -> None:
         if method == "create":
