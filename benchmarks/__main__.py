@@ -46,6 +46,8 @@ def main() -> None:
     print(run_rejoin.report(asyncio.run(run_rejoin.measure())))
     print()
     print(versus_langgraph.report(asyncio.run(versus_langgraph.measure())))
+    # The same machine, both cores: the oracle's two workers against LangGraph's server.
+    print(versus_langgraph.report(asyncio.run(versus_langgraph.measure(workers=2))))
     print()
     print(workers_scaling.report(asyncio.run(workers_scaling.measure())))
 

@@ -189,15 +189,25 @@ async def langgraph_turn(client: httpx.AsyncClient) -> TurnFn:
 SIDES = ("langgraph", "oracle")
 
 
+def _oracle(model_env: dict[str, str], workers: int) -> Any:
+    if workers == 1:
+        return OracleProcess.start(model_env)
+    return OracleProcess.serve(model_env, workers=workers)
+
+
 async def measure(
-    rounds: int = ROUNDS, levels: Sequence[tuple[int, int]] = LEVELS
+    rounds: int = ROUNDS, levels: Sequence[tuple[int, int]] = LEVELS, *, workers: int = 1
 ) -> dict[str, Any]:
-    """Warm both servers, then the rounds of every load; the pooled figures."""
+    """Warm both servers, then the rounds of every load; the pooled figures.
+
+    ``workers``: the oracle as one process (1), or under ``oracle serve --workers N``
+    (its processes' CPU and memory summed, the supervisor's included).
+    """
     venv = await asyncio.to_thread(ensure_venv)
     users = [Ed25519Signer.generate() for _ in range(max(s for s, _ in levels))]
     async with (
         model_double() as model_env,
-        OracleProcess.start(model_env) as oracle,
+        _oracle(model_env, workers) as oracle,
         LangGraphProcess.start(venv, model_env) as langgraph,
         ClientProcess.start(oracle.base_url) as oracle_client,
         ClientProcess.start(langgraph.base_url) as langgraph_client,
@@ -236,6 +246,7 @@ async def measure(
         results["peak_rss"] = {name: rss_bytes(pids[name], peak=True) for name in SIDES}
         results["rss"] = {name: rss_bytes(pids[name]) for name in SIDES}
         results["rounds"] = rounds
+        results["workers"] = workers
     return results
 
 
@@ -246,6 +257,7 @@ def report(result: dict[str, Any]) -> str:
         f"langgraph-api {PINS[1].split('==')[1]}; {result['rounds']} alternating rounds per load)",
         "  the same agent (one tool, the model double in its own process); each server in its",
         "  own process, the load generator in another; CPU: the server's processes",
+        f"  oracle: {_served(result.get('workers', 1))}; LangGraph: one process (langgraph dev)",
         "  load                    server      turns/s      p50      p99  CPU/turn",
     ]
     for level in result["levels"]:
@@ -281,14 +293,23 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _served(workers: int) -> str:
+    if workers == 1:
+        return "one process"
+    return f"oracle serve --workers {workers} (supervisor and workers summed)"
+
+
 def main() -> None:
-    """``--rounds N``, ``--levels 50x4,200x1``: fewer or other loads than ``make bench``."""
+    """``--rounds N``, ``--levels 50x4,200x1``: fewer or other loads than ``make bench``;
+    ``--workers 2``: the oracle under ``oracle serve --workers 2``."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.versus_langgraph")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--levels", default=",".join(f"{s}x{t}" for s, t in LEVELS))
+    parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     levels = [tuple(int(n) for n in level.split("x")) for level in args.levels.split(",")]
-    print(report(asyncio.run(measure(args.rounds, [(s, t) for s, t in levels]))))
+    pairs = [(s, t) for s, t in levels]
+    print(report(asyncio.run(measure(args.rounds, pairs, workers=args.workers))))
 
 
 if __name__ == "__main__":

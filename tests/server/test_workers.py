@@ -235,3 +235,56 @@ async def test_a_killed_worker_gives_its_turn_back_ends_its_run_and_is_replaced(
     for client in renewed.values():
         assert (await client.get("/health")).status_code == 200
         await client.aclose()
+
+
+def proc_file(pid: int, name: str) -> str:
+    """``/proc/<pid>/<name>`` as text."""
+    return Path(f"/proc/{pid}/{name}").read_text()
+
+
+async def test_the_supervisor_is_a_process_image_without_the_runtime(workers: Workers) -> None:
+    # The command hands over to ``python -m oracle_server._workers`` (same process).
+    pid = workers.process.pid
+    cmdline = (await asyncio.to_thread(proc_file, pid, "cmdline")).split("\0")
+    assert "oracle_server._workers" in cmdline
+    mapped = await asyncio.to_thread(proc_file, pid, "maps")
+    # Native parts of what a worker loads (pydantic, SQLite, the OpenAI tokenizer).
+    for library in ("pydantic_core", "_sqlite3", "tiktoken"):
+        assert library not in mapped
+    children = (await asyncio.to_thread(proc_file, pid, f"task/{pid}/children")).split()
+    assert len(children) == 2
+    for child in children:
+        assert "pydantic_core" in await asyncio.to_thread(proc_file, int(child), "maps")
+
+
+async def test_matrix_mode_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    # A complete IXO configuration; port 9 (discard) refuses: nothing may be reached.
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "SQLITE_DATABASE_PATH": str(tmp_path),
+        "ORACLE_BACKEND": "ixo",
+        "ORACLE_NAME": "Workers",
+        "ORACLE_DID": "did:ixo:ixo1workersoracle",
+        "ORACLE_ENTITY_DID": "did:ixo:entity:workers",
+        "ORACLE_SIGNING_MNEMONIC": "workers test signing mnemonic, never used to sign",
+        "NETWORK": "devnet",
+        "BLOCKSYNC_GRAPHQL_URL": "http://127.0.0.1:9/graphql",
+        "SECP_MNEMONIC": "secp mnemonic",
+        "RPC_URL": "http://127.0.0.1:9",
+        "MATRIX_BASE_URL": "http://127.0.0.1:9",
+        "MATRIX_ORACLE_ADMIN_USER_ID": "@oracle:localhost",
+        "MATRIX_ORACLE_ADMIN_ACCESS_TOKEN": "token",
+        "MATRIX_ORACLE_ADMIN_PASSWORD": "password",
+        "MATRIX_RECOVERY_PHRASE": "recovery phrase",
+        "MATRIX_ACCOUNT_ROOM_ID": "!account:localhost",
+        "MATRIX_VALUE_PIN": "1234",
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "oracle_server", "serve", "--workers", "2",
+        env=env, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, stderr = await process.communicate()
+    assert process.returncode != 0
+    assert b"workers.matrix_unsupported" in stderr
+    # No key, no database: nothing started.
+    assert not await asyncio.to_thread(lambda: list(tmp_path.iterdir()))

@@ -8,13 +8,48 @@ Everything public is exported here and from ``oracle_server.testing``; every oth
 module is private (its name, or a folder on its path, starts with ``_``) and may move.
 """
 
-from oracle_server._app import OracleApp, freeze_boot_objects
-from oracle_server._auth.authenticator import AuthData, Authenticator, DelegationInfo
-from oracle_server._auth.ucan_service import IxoUcanService
-from oracle_server._boot import create_oracle_app
-from oracle_server._errors import HTTPError
-from oracle_server._loop import event_loop_factory, run
-from oracle_server._settings import ServerSettings, load_settings
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from oracle_server._app import OracleApp, freeze_boot_objects
+    from oracle_server._auth.authenticator import AuthData, Authenticator, DelegationInfo
+    from oracle_server._auth.ucan_service import IxoUcanService
+    from oracle_server._boot import create_oracle_app
+    from oracle_server._errors import HTTPError
+    from oracle_server._loop import event_loop_factory, run
+    from oracle_server._settings import ServerSettings, load_settings
+
+# Loaded on first use, so that a process needing one private module (the supervisor of
+# ``oracle serve --workers``) does not load the whole server with the package.
+_EXPORTS = {
+    "AuthData": "oracle_server._auth.authenticator",
+    "Authenticator": "oracle_server._auth.authenticator",
+    "DelegationInfo": "oracle_server._auth.authenticator",
+    "HTTPError": "oracle_server._errors",
+    "IxoUcanService": "oracle_server._auth.ucan_service",
+    "OracleApp": "oracle_server._app",
+    "ServerSettings": "oracle_server._settings",
+    "create_oracle_app": "oracle_server._boot",
+    "event_loop_factory": "oracle_server._loop",
+    "freeze_boot_objects": "oracle_server._app",
+    "load_settings": "oracle_server._settings",
+    "run": "oracle_server._loop",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
 
 __all__ = [
     "AuthData",

@@ -37,10 +37,9 @@ from oracle_core import OracleBootError, OracleError, check_provider
 from oracle_server._app import OracleApp
 from oracle_server._auth.keys import DEV_KEY_FILE, development_key, oracle_signer
 from oracle_server._boot import create_oracle_app
-from oracle_server._loop import run
+from oracle_server._loop import event_loop_factory, run
 from oracle_server._persistence import UserDatabases
 from oracle_server._settings import ServerSettings, load_settings
-from oracle_server._workers.supervisor import WorkerCommand, supervise, worker_env
 from oracle_ucan import Ed25519Signer, invoke
 
 __all__ = ["CommandError", "main"]
@@ -201,7 +200,8 @@ async def _serve(args: argparse.Namespace) -> None:
     await app.serve(host=host, port=port, shutdown_trigger=_signals())
 
 
-async def _supervise(args: argparse.Namespace) -> int:
+def _supervise(args: argparse.Namespace) -> None:
+    """Check the settings, make the key, and become the supervisor (never returns)."""
     settings = load_settings(os.environ)
     if settings.matrix_active:
         raise CommandError(
@@ -209,18 +209,23 @@ async def _supervise(args: argparse.Namespace) -> int:
             "layer (ORACLE_BACKEND=ixo) syncs one account from one process; serve it with "
             "one worker per replica, or set MATRIX_ENABLED=false"
         )
+    event_loop_factory(os.environ)  # EVENT_LOOP checked here, with its code
     # Made once, before the workers start, so they all sign with the same key.
     oracle_signer(settings)
     host = args.host or settings.host
     port = args.port if args.port is not None else settings.port
-    argv = ["--app", args.app] if args.app else []
-    command = WorkerCommand(
-        argv=argv,
-        env=worker_env(os.environ),
-        stop_seconds=float(settings.shutdown_drain_seconds + 10),
-    )
-    banner = f"Oracle on http://{host}:{port} ({args.workers} workers)"
-    return await supervise(command, workers=args.workers, host=host, port=port, banner=banner)
+    spec = {
+        "argv": ["--app", args.app] if args.app else [],
+        "stop_seconds": settings.shutdown_drain_seconds + 10,
+        "workers": args.workers,
+        "host": host,
+        "port": port,
+        "banner": f"Oracle on http://{host}:{port} ({args.workers} workers)",
+    }
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # A process image with only the supervisor's modules (oracle_server._workers).
+    os.execv(sys.executable, [sys.executable, "-m", "oracle_server._workers", json.dumps(spec)])
 
 
 def _signals() -> Callable[[], Awaitable[None]]:
@@ -406,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             and args.workers > 1
             and "ORACLE_WORKER_HUB_FD" not in os.environ
         ):
-            sys.exit(run(_supervise(args)))
+            _supervise(args)
         if args.command == "serve":
             run(_serve(args))
         else:
