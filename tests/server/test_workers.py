@@ -22,7 +22,13 @@ import httpx
 import pytest
 from tests.server.test_runs import LONG_REPLY, read_until, rejoin, text_of
 
-from oracle_server.testing import OpenAIDouble, SseEvent, auth_headers, free_port
+from oracle_server.testing import (
+    OpenAIDouble,
+    SseEvent,
+    auth_headers,
+    free_port,
+    unreachable_ixo_env,
+)
 from oracle_ucan import Ed25519Signer
 
 SERVER_TESTS = Path(__file__).resolve().parents[2] / "packages" / "oracle-server" / "tests"
@@ -258,26 +264,10 @@ async def test_the_supervisor_is_a_process_image_without_the_runtime(workers: Wo
 
 
 async def test_matrix_mode_is_refused_before_anything_starts(tmp_path: Path) -> None:
-    # A complete IXO configuration; port 9 (discard) refuses: nothing may be reached.
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "SQLITE_DATABASE_PATH": str(tmp_path),
-        "ORACLE_BACKEND": "ixo",
-        "ORACLE_NAME": "Workers",
-        "ORACLE_DID": "did:ixo:ixo1workersoracle",
-        "ORACLE_ENTITY_DID": "did:ixo:entity:workers",
-        "ORACLE_SIGNING_MNEMONIC": "workers test signing mnemonic, never used to sign",
-        "NETWORK": "devnet",
-        "BLOCKSYNC_GRAPHQL_URL": "http://127.0.0.1:9/graphql",
-        "SECP_MNEMONIC": "secp mnemonic",
-        "RPC_URL": "http://127.0.0.1:9",
-        "MATRIX_BASE_URL": "http://127.0.0.1:9",
-        "MATRIX_ORACLE_ADMIN_USER_ID": "@oracle:localhost",
-        "MATRIX_ORACLE_ADMIN_ACCESS_TOKEN": "token",
-        "MATRIX_ORACLE_ADMIN_PASSWORD": "password",
-        "MATRIX_RECOVERY_PHRASE": "recovery phrase",
-        "MATRIX_ACCOUNT_ROOM_ID": "!account:localhost",
-        "MATRIX_VALUE_PIN": "1234",
+        **unreachable_ixo_env("Workers"),
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "oracle_server", "serve", "--workers", "2",

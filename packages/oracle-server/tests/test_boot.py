@@ -25,27 +25,9 @@ import pytest
 
 from oracle_server import _boot as boot
 from oracle_server import create_oracle_app
+from oracle_server.testing import unreachable_ixo_env
 
-SIGNING_MNEMONIC = "boot test signing mnemonic, never used to sign anything real"
-IXO_ENV = {
-    "ORACLE_BACKEND": "ixo",
-    "ORACLE_NAME": "Boot",
-    "ORACLE_DID": "did:ixo:ixo1bootoracle",
-    "ORACLE_ENTITY_DID": "did:ixo:entity:boot",
-    "ORACLE_SIGNING_MNEMONIC": SIGNING_MNEMONIC,
-    "NETWORK": "devnet",
-    # Port 9 (discard) refuses: nothing here may be reached at boot.
-    "BLOCKSYNC_GRAPHQL_URL": "http://127.0.0.1:9/graphql",
-    "SECP_MNEMONIC": "secp mnemonic",
-    "RPC_URL": "http://127.0.0.1:9",
-    "MATRIX_BASE_URL": "http://127.0.0.1:9",
-    "MATRIX_ORACLE_ADMIN_USER_ID": "@oracle:localhost",
-    "MATRIX_ORACLE_ADMIN_ACCESS_TOKEN": "token",
-    "MATRIX_ORACLE_ADMIN_PASSWORD": "password",
-    "MATRIX_RECOVERY_PHRASE": "recovery phrase",
-    "MATRIX_ACCOUNT_ROOM_ID": "!account:localhost",
-    "MATRIX_VALUE_PIN": "1234",
-}
+IXO_ENV = unreachable_ixo_env("Boot")
 
 
 class InjectedFault(Exception):

@@ -8,8 +8,9 @@ Everything public is exported here and from ``oracle_server.testing``; every oth
 module is private (its name, or a folder on its path, starts with ``_``) and may move.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from oracle_server._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from oracle_server._app import OracleApp, freeze_boot_objects
@@ -38,13 +39,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(globals(), __name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:

@@ -20,6 +20,7 @@ from oracle_server._matrix.client import MatrixError
 from oracle_server._matrix.rooms import did_from_matrix_user, matrix_user_id, user_room_alias
 from oracle_server._matrix.values import ValueDecryptionError, decrypt_value, encrypt_value
 from oracle_server._settings import load_settings
+from oracle_server.testing import unreachable_ixo_env
 
 MNEMONIC = "abandon ability able about above absent absorb abstract absurd abuse access accident"
 
@@ -261,26 +262,8 @@ def test_matrix_errors_say_whether_a_retry_may_help(
 
 # --- settings -------------------------------------------------------------------------
 
-MATRIX_ENV = {
-    "MATRIX_BASE_URL": "http://127.0.0.1:9",
-    "MATRIX_ORACLE_ADMIN_USER_ID": "@oracle:localhost",
-    "MATRIX_ORACLE_ADMIN_ACCESS_TOKEN": "token",
-    "MATRIX_ORACLE_ADMIN_PASSWORD": "password",
-    "MATRIX_RECOVERY_PHRASE": "recovery phrase",
-    "MATRIX_ACCOUNT_ROOM_ID": "!account:localhost",
-    "MATRIX_VALUE_PIN": "1234",
-}
-IXO_ENV = {
-    "ORACLE_BACKEND": "ixo",
-    "ORACLE_NAME": "Boot",
-    "ORACLE_DID": "did:ixo:ixo1bootoracle",
-    "ORACLE_ENTITY_DID": "did:ixo:entity:boot",
-    "NETWORK": "devnet",
-    "BLOCKSYNC_GRAPHQL_URL": "http://127.0.0.1:9/graphql",
-    "SECP_MNEMONIC": "secp mnemonic",
-    "RPC_URL": "http://127.0.0.1:9",
-    **MATRIX_ENV,
-}
+IXO_ENV = {k: v for k, v in unreachable_ixo_env("Boot").items() if k != "ORACLE_SIGNING_MNEMONIC"}
+MATRIX_ENV = {k: v for k, v in IXO_ENV.items() if k.startswith("MATRIX_")}
 BOOLEANS = {
     "MATRIX_ENABLED": "matrix_enabled",
     "MATRIX_CHECKPOINT_SYNC": "matrix_checkpoint_sync",

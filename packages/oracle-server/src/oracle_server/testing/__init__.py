@@ -35,6 +35,8 @@ Plugins to serve: `ClockPlugin` (always visible), `WeatherPlugin` (on demand) an
   connections to it, in one process, for the hub backends' tests.
 
 - `TcpProxy`: a relay in front of PostgreSQL or Redis that a test can cut or take down.
+- `unreachable_ixo_env(name)`: every variable ``ORACLE_BACKEND=ixo`` requires, every URL
+  on a port that refuses (boot and settings tests).
 
 Protocol checks:
 
@@ -57,9 +59,9 @@ plugins or hosts: their shape may change with the server):
 - `user_room_alias`: the alias of a user's Matrix room.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from oracle_server._lazy import lazy_attributes
 from oracle_server._persistence.snapshot import (
     backup_key,
     commit_upload,
@@ -70,6 +72,7 @@ from oracle_server._turns.runlog import MemoryRunLog
 from oracle_server._turns.runlog import follow as follow_run
 from oracle_server._turns.runner import TurnInput
 from oracle_server.testing._blocksync import BlocksyncDouble
+from oracle_server.testing._env import unreachable_ixo_env
 from oracle_server.testing._loopback import LoopbackServer
 from oracle_server.testing._matrix import (
     ENTITY_DID,
@@ -137,13 +140,7 @@ _MATRIX_NAMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _MATRIX_NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(globals(), __name__, _MATRIX_NAMES)
 
 
 __all__ = [
@@ -209,6 +206,7 @@ __all__ = [
     "split_everywhere",
     "unclosed_resources",
     "unique_key_prefix",
+    "unreachable_ixo_env",
     "user_headers",
     "user_room_alias",
     "wait_ready",
