@@ -1,4 +1,4 @@
-"""Turn admission: arrival order, the bound, and a limit that follows the loop's lag."""
+"""Turn admission: arrival order, the bound, and a limit that follows how busy the loop is."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from oracle_server._turns.admission import TurnAdmission
 from oracle_server.testing import eventually
 
-# The lag timer is far off: these tests feed the controller its samples themselves.
+# The timer is far off: these tests feed the controller its samples themselves.
 NEVER = 3600.0
 
 
@@ -47,11 +47,12 @@ async def test_turns_beyond_the_limit_wait_and_are_admitted_in_arrival_order() -
     assert (admission.running, admission.waiting) == (2, 0)
 
 
-async def test_a_loop_behind_shrinks_the_limit_by_a_quarter_down_to_the_fewest() -> None:
-    admission = TurnAdmission(64, fewest=8, lag_target=0.02, probe_seconds=NEVER)
+async def test_a_saturated_loop_shrinks_the_limit_by_a_quarter_down_to_the_fewest() -> None:
+    admission = TurnAdmission(64, fewest=8, probe_seconds=NEVER)
+    admission.busy = 1.0  # saturated for a while already
     limits = []
     for _ in range(12):
-        admission.observe(0.5)
+        admission.observe(1.0)
         limits.append(admission.limit)
     assert limits[:3] == [48, 36, 27]
     assert limits[-1] == 8
@@ -63,6 +64,7 @@ async def test_a_lower_limit_stops_no_running_turn_and_admits_none_until_below_i
     order: list[int] = []
     tasks = await admitted(admission, 5, order)
     assert admission.running == 4
+    admission.busy = 1.0
     for _ in range(5):
         admission.observe(1.0)
     assert admission.limit == 1
@@ -77,12 +79,12 @@ async def test_a_lower_limit_stops_no_running_turn_and_admits_none_until_below_i
     await asyncio.gather(*tasks)
 
 
-async def test_while_turns_wait_and_the_loop_keeps_up_the_limit_grows_to_the_bound() -> None:
-    admission = TurnAdmission(10, fewest=2, lag_target=0.02, probe_seconds=NEVER)
+async def test_while_turns_wait_and_the_loop_has_time_the_limit_grows_to_the_bound() -> None:
+    admission = TurnAdmission(10, fewest=2, probe_seconds=NEVER)
     for _ in range(10):
         admission.observe(1.0)
     assert admission.limit == 2
-    admission.lag = 0.0
+    admission.busy = 0.0
     order: list[int] = []
     tasks = await admitted(admission, 6, order)
     assert order == [0, 1]
@@ -102,7 +104,7 @@ async def test_the_limit_does_not_grow_when_nothing_waits() -> None:
     admission = TurnAdmission(10, fewest=2, probe_seconds=NEVER)
     for _ in range(10):
         admission.observe(1.0)
-    admission.lag = 0.0
+    admission.busy = 0.0
     for _ in range(5):
         admission.observe(0.0)
     assert admission.limit == 2
@@ -133,7 +135,7 @@ async def test_a_waiter_cancelled_as_it_is_admitted_hands_its_place_on() -> None
     assert (admission.running, admission.waiting) == (1, 0)
 
 
-async def test_the_lag_timer_runs_only_while_turns_run_or_wait() -> None:
+async def test_the_timer_runs_only_while_turns_run_or_wait() -> None:
     admission = TurnAdmission(4, probe_seconds=0.01)
     await admission.acquire()
     assert admission._probe is not None
@@ -148,3 +150,15 @@ async def test_the_lag_timer_runs_only_while_turns_run_or_wait() -> None:
 def test_the_bound_must_be_positive() -> None:
     with pytest.raises(ValueError, match=r"turns\.bad_concurrency"):
         TurnAdmission(0)
+
+
+async def test_turns_waiting_on_a_slow_model_never_shrink_the_limit() -> None:
+    admission = TurnAdmission(16, fewest=2, probe_seconds=0.01)
+    for _ in range(16):
+        await admission.acquire()
+    # Sixteen turns, all waiting (an idle loop thread), for many samples.
+    await asyncio.sleep(0.3)
+    assert admission.limit == 16
+    assert admission.busy < 0.9
+    for _ in range(16):
+        admission.release()

@@ -1,18 +1,22 @@
-"""How many turns run at once: up to ``TURN_CONCURRENCY``, fewer while the loop is behind.
+"""How many turns run at once: up to ``TURN_CONCURRENCY``, fewer while the loop is saturated.
 
 A turn mostly waits for its model. With a remote model, many turns at once cost little,
 and the bound is there only so that a burst waits instead of exhausting pools. When the
-turns themselves keep the event loop busy (a fast local model, many sessions), each more
-turn at once makes every turn dearer: more connections for the model client's pool to
-walk, more state alive, more streams written a frame at a time. Side by side, 50
+turns themselves keep the event loop's thread busy (a fast local model, many sessions),
+each more turn at once makes every turn dearer: more connections for the model client's
+pool to walk, more state alive, more streams written a frame at a time. Side by side, 50
 sessions at once took 52.8 ms of CPU a turn with 50 running and 40.5 ms with 10.
 
-So the limit follows the loop's lag, the way a congestion window follows loss (additive
-increase, multiplicative decrease): a timer due every :data:`PROBE_SECONDS` measures how
-late it fires, smoothed; above :data:`LAG_TARGET_SECONDS` the limit shrinks by a quarter
-(never below :data:`FEWEST` or the bound), and while turns wait and the loop keeps up it
-grows by one a tick (never above the bound). Turns are admitted in arrival order, and a
-lower limit never stops a running turn. The timer runs only while turns run or wait.
+So the limit follows how busy the loop's thread is, the way a congestion window follows
+loss (additive increase, multiplicative decrease). A timer due every
+:data:`PROBE_SECONDS` measures the share of the interval the thread spent on the CPU
+(``time.thread_time``), smoothed. Above :data:`BUSY_TARGET` the limit shrinks by a
+quarter, never below :data:`FEWEST` or the bound. While turns wait and the thread has
+time to spare, it grows by one a tick, never above the bound. Turns that wait on a slow
+model leave the thread idle, so they never shrink it: a loop that is merely late (a
+burst of callbacks, a pause) is not a reason to admit fewer. Turns are admitted in
+arrival order, and a lower limit never stops a running turn. The timer runs only while
+turns run or wait.
 
 No library does this for an asyncio loop; the controller is a few lines.
 """
@@ -20,20 +24,21 @@ No library does this for an asyncio loop; the controller is a few lines.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 
-__all__ = ["FEWEST", "LAG_TARGET_SECONDS", "PROBE_SECONDS", "TurnAdmission"]
+__all__ = ["BUSY_TARGET", "FEWEST", "PROBE_SECONDS", "TurnAdmission"]
 
 PROBE_SECONDS = 0.1
-"""How often the loop's lag is measured while turns run."""
-LAG_TARGET_SECONDS = 0.005
-"""Smoothed lag above which fewer turns are admitted."""
+"""How often the loop thread's CPU share is measured while turns run."""
+BUSY_TARGET = 0.9
+"""Smoothed share of the loop thread's time on the CPU above which fewer turns are admitted."""
 FEWEST = 8
 """The limit never goes below this (nor above the bound)."""
 SMOOTHING = 0.3
-"""Weight of the newest lag sample in the smoothed lag."""
+"""Weight of the newest sample in the smoothed share."""
 DECREASE = 0.75
-"""Factor applied to the limit when the loop is behind."""
+"""Factor applied to the limit when the loop is saturated."""
 
 
 class TurnAdmission:
@@ -42,8 +47,8 @@ class TurnAdmission:
     Args:
         most: The bound (``TURN_CONCURRENCY``); the limit starts there.
         fewest: The least the limit shrinks to (at most ``most``).
-        lag_target: Smoothed loop lag, in seconds, above which the limit shrinks.
-        probe_seconds: Interval of the lag timer.
+        busy_target: Smoothed CPU share of the loop thread above which the limit shrinks.
+        probe_seconds: Interval of the timer that measures it.
     """
 
     def __init__(
@@ -51,7 +56,7 @@ class TurnAdmission:
         most: int,
         *,
         fewest: int = FEWEST,
-        lag_target: float = LAG_TARGET_SECONDS,
+        busy_target: float = BUSY_TARGET,
         probe_seconds: float = PROBE_SECONDS,
     ) -> None:
         if most < 1:
@@ -60,12 +65,12 @@ class TurnAdmission:
         self.fewest = max(1, min(fewest, most))
         self.limit = most
         self.running = 0
-        self.lag = 0.0
-        self.lag_target = lag_target
+        self.busy = 0.0
+        self.busy_target = busy_target
         self.probe_seconds = probe_seconds
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._probe: asyncio.TimerHandle | None = None
-        self._due = 0.0
+        self._since = (0.0, 0.0)  # (loop time, thread CPU time) at the last sample
 
     @property
     def waiting(self) -> int:
@@ -94,10 +99,10 @@ class TurnAdmission:
         self.running -= 1
         self._admit()
 
-    def observe(self, lag: float) -> None:
-        """Take one lag sample (seconds) and move the limit."""
-        self.lag = SMOOTHING * lag + (1 - SMOOTHING) * self.lag
-        if self.lag > self.lag_target:
+    def observe(self, busy: float) -> None:
+        """Take one sample (the loop thread's CPU share since the last) and move the limit."""
+        self.busy = SMOOTHING * busy + (1 - SMOOTHING) * self.busy
+        if self.busy > self.busy_target:
             self.limit = max(self.fewest, int(self.limit * DECREASE))
         elif self.waiting and self.limit < self.most:
             self.limit += 1
@@ -113,13 +118,16 @@ class TurnAdmission:
     def _watch(self) -> None:
         if self._probe is None:
             loop = asyncio.get_running_loop()
-            self._due = loop.time() + self.probe_seconds
-            self._probe = loop.call_at(self._due, self._tick, loop)
+            self._since = (loop.time(), time.thread_time())
+            self._probe = loop.call_later(self.probe_seconds, self._tick, loop)
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.observe(max(0.0, loop.time() - self._due))
+        wall, cpu = loop.time(), time.thread_time()
+        elapsed = wall - self._since[0]
+        if elapsed > 0:
+            self.observe(min(1.0, (cpu - self._since[1]) / elapsed))
         self._probe = None
         if self.running or self._waiters:
             self._watch()
         else:
-            self.lag = 0.0
+            self.busy = 0.0
