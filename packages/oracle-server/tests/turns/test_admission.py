@@ -162,3 +162,20 @@ async def test_turns_waiting_on_a_slow_model_never_shrink_the_limit() -> None:
     assert admission.busy < 0.9
     for _ in range(16):
         admission.release()
+
+
+async def test_between_the_two_thresholds_the_limit_holds() -> None:
+    admission = TurnAdmission(10, fewest=2, probe_seconds=NEVER)
+    admission.busy = 1.0
+    for _ in range(3):
+        admission.observe(1.0)
+    held = admission.limit
+    order: list[int] = []
+    tasks = await admitted(admission, 12, order)
+    admission.busy = 0.8
+    for _ in range(10):
+        admission.observe(0.8)
+    assert admission.limit == held
+    for _ in range(12):
+        admission.release()
+    await asyncio.gather(*tasks)

@@ -11,8 +11,10 @@ So the limit follows how busy the loop's thread is, the way a congestion window 
 loss (additive increase, multiplicative decrease). A timer due every
 :data:`PROBE_SECONDS` measures the share of the interval the thread spent on the CPU
 (``time.thread_time``), smoothed. Above :data:`BUSY_TARGET` the limit shrinks by a
-quarter, never below :data:`FEWEST` or the bound. While turns wait and the thread has
-time to spare, it grows by one a tick, never above the bound. Turns that wait on a slow
+quarter, never below :data:`FEWEST` or the bound. While turns wait and the share is below
+:data:`GROW_BELOW`, it grows by one a tick, never above the bound; between the two it
+holds, so a saturated loop settles on a limit instead of sawing around one (and the
+connections and memory that follow it settle too). Turns that wait on a slow
 model leave the thread idle, so they never shrink it: a loop that is merely late (a
 burst of callbacks, a pause) is not a reason to admit fewer. Turns are admitted in
 arrival order, and a lower limit never stops a running turn. The timer runs only while
@@ -27,12 +29,14 @@ import asyncio
 import time
 from collections import deque
 
-__all__ = ["BUSY_TARGET", "FEWEST", "PROBE_SECONDS", "TurnAdmission"]
+__all__ = ["BUSY_TARGET", "FEWEST", "GROW_BELOW", "PROBE_SECONDS", "TurnAdmission"]
 
 PROBE_SECONDS = 0.1
 """How often the loop thread's CPU share is measured while turns run."""
 BUSY_TARGET = 0.9
 """Smoothed share of the loop thread's time on the CPU above which fewer turns are admitted."""
+GROW_BELOW = 0.7
+"""Smoothed share below which the limit grows while turns wait."""
 FEWEST = 8
 """The limit never goes below this (nor above the bound)."""
 SMOOTHING = 0.3
@@ -104,7 +108,7 @@ class TurnAdmission:
         self.busy = SMOOTHING * busy + (1 - SMOOTHING) * self.busy
         if self.busy > self.busy_target:
             self.limit = max(self.fewest, int(self.limit * DECREASE))
-        elif self.waiting and self.limit < self.most:
+        elif self.busy < GROW_BELOW and self.waiting and self.limit < self.most:
             self.limit += 1
             self._admit()
 
