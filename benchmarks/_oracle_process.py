@@ -23,7 +23,7 @@ import tempfile
 from oracle_server import OracleApp, create_oracle_app, run
 from oracle_server.testing import ClockPlugin
 
-_PASSED = ("TURN_CONCURRENCY", "EVENT_LOOP")
+_PASSED = ("TURN_CONCURRENCY", "TURN_ADMISSION", "EVENT_LOOP")
 
 
 async def create_app(model_env: dict[str, str], data_dir: str) -> OracleApp:

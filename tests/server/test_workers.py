@@ -72,7 +72,7 @@ async def wait_for_health(base_url: str, process: asyncio.subprocess.Process) ->
             try:
                 await client.get("/health")
                 return
-            except httpx.ConnectError:
+            except (httpx.ConnectError, httpx.ReadTimeout):  # bound, workers still booting
                 if process.returncode is not None:
                     pytest.fail(f"oracle serve --workers exited with {process.returncode}")
                 await asyncio.sleep(0.1)

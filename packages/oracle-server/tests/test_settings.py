@@ -246,3 +246,10 @@ def test_an_unknown_event_loop_is_refused_before_anything_runs() -> None:
     assert caught.value.code == "boot.config.invalid"
     with pytest.raises(EnvValidationError, match="EVENT_LOOP"):
         load_settings({**LOCAL, "EVENT_LOOP": "trio"})
+
+
+def test_turn_admission_is_fixed_unless_adaptive_is_asked() -> None:
+    assert load_settings(LOCAL).turn_admission == "fixed"
+    assert load_settings({**LOCAL, "TURN_ADMISSION": "adaptive"}).turn_admission == "adaptive"
+    with pytest.raises(EnvValidationError, match="TURN_ADMISSION"):
+        load_settings({**LOCAL, "TURN_ADMISSION": "auto"})

@@ -499,6 +499,7 @@ def build_turns(
         idle_timeout=settings.turn_idle_timeout_seconds,
         deadline=settings.turn_deadline_seconds,
         concurrency=settings.turn_concurrency or None,
+        adaptive=settings.turn_admission == "adaptive",
     )
     # SRV-54: aborts reach the replica running the turn, wherever they arrive.
     runner.abort_elsewhere = replicas.bus.abort_elsewhere

@@ -108,6 +108,7 @@ class ServerSettings(CoreEnv):
         900.0, alias="TURN_DEADLINE_SECONDS", gt=0, allow_inf_nan=False
     )
     turn_concurrency: int = Field(64, alias="TURN_CONCURRENCY", ge=0)
+    turn_admission: Literal["fixed", "adaptive"] = Field("fixed", alias="TURN_ADMISSION")
     docs_asset_base_url: str | None = Field(None, alias="DOCS_ASSET_BASE_URL")
     matrix_enabled: EnvBool = Field(True, alias="MATRIX_ENABLED")
     matrix_checkpoint_sync: EnvBool = Field(True, alias="MATRIX_CHECKPOINT_SYNC")

@@ -179,3 +179,11 @@ async def test_between_the_two_thresholds_the_limit_holds() -> None:
     for _ in range(12):
         admission.release()
     await asyncio.gather(*tasks)
+
+
+def test_with_the_fewest_at_the_bound_the_limit_is_fixed() -> None:
+    admission = TurnAdmission(64, fewest=64, probe_seconds=NEVER)
+    admission.busy = 1.0
+    for _ in range(10):
+        admission.observe(1.0)
+    assert admission.limit == 64

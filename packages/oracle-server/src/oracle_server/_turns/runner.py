@@ -36,7 +36,7 @@ from oracle_core import (
 from oracle_server._auth.authenticator import AuthData
 from oracle_server._errors import HTTPError
 from oracle_server._timestamps import timestamp
-from oracle_server._turns.admission import TurnAdmission
+from oracle_server._turns.admission import FEWEST, TurnAdmission
 from oracle_server._turns.events import ServerEventSink, TurnProgress, stream_client_events
 from oracle_server._turns.failures import TurnDeadline, TurnFailure, failure_of
 from oracle_server._turns.locks import TurnBusy, TurnLocks
@@ -115,6 +115,8 @@ class TurnRunner:
             (``TURN_CONCURRENCY``; fewer while the event loop is behind, see
             :class:`TurnAdmission`); the rest stay ``queued``, in arrival order, holding
             nothing but their session's lock. ``None`` for no bound.
+        adaptive: Admit fewer than ``concurrency`` while the loop thread is saturated
+            (``TURN_ADMISSION=adaptive``); otherwise the bound is the limit.
 
     Attributes:
         abort_elsewhere: With several replicas (SRV-54), asks the others to abort the
@@ -136,6 +138,7 @@ class TurnRunner:
         idle_timeout: float = IDLE_TIMEOUT_SECONDS,
         deadline: float = DEADLINE_SECONDS,
         concurrency: int | None = None,
+        adaptive: bool = False,
     ) -> None:
         self.runtime = runtime
         self.locks = locks
@@ -150,7 +153,11 @@ class TurnRunner:
         # Past what the replica can serve, more turns at once only lengthen every await
         # of all of them until pool waits time out; beyond the bound, turns wait their
         # turn instead of failing. Fewer are admitted while the loop falls behind.
-        self.admission = TurnAdmission(concurrency) if concurrency else None
+        self.admission = (
+            TurnAdmission(concurrency, fewest=FEWEST if adaptive else concurrency)
+            if concurrency
+            else None
+        )
         self.active: dict[str, list[ActiveTurn]] = {}
         self.abort_elsewhere: Callable[[str, str], Awaitable[bool]] | None = None
         # Every turn task until it has fully ended, post-turn work included: the
