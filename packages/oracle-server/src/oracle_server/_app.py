@@ -119,6 +119,9 @@ class OracleApp:
         """
         from hypercorn.asyncio import serve
 
+        from oracle_server._http.eof import close_connections_on_eof
+
+        close_connections_on_eof()
         if self.state.settings.gc_freeze_at_start if freeze_gc is None else freeze_gc:
             frozen = freeze_boot_objects()
             logging.getLogger("oracle.server").debug("gc: froze %d boot objects", frozen)

@@ -484,6 +484,35 @@ async def test_an_idle_connection_outlives_hypercorns_five_second_default(
             writer.close()
 
 
+async def test_a_connection_its_client_closed_is_closed_at_once_not_at_keep_alive(
+    tmp_path: Path,
+) -> None:
+    # Hypercorn alone holds such a socket (CLOSE_WAIT) until the keep-alive fires, 75 s
+    # here: a load of short-lived client connections piles up dead descriptors.
+    oracle = await create_oracle_app(
+        {"name": "Keep-alive Oracle"},
+        env={"ORACLE_BACKEND": "local", "SQLITE_DATABASE_PATH": str(tmp_path), **ENV_MODEL},
+        discover_entry_points=False,
+        skip_graceful_shutdown=True,
+    )
+    async with serving(oracle) as base_url:
+        host, port = base_url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(f"GET /health HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 200")
+            assert b"connection: close" not in head.lower()  # kept alive, then idle
+            writer.write_eof()  # the client is done: its FIN, its side still reading
+            # The server's own FIN comes back: the rest of the body, then the end.
+            rest = await asyncio.wait_for(reader.read(), 20)
+            assert reader.at_eof()
+            assert b"HTTP/1.1" not in rest  # nothing but the one response's body
+        finally:
+            writer.close()
+
+
 def test_the_current_entity_is_one_turns_only() -> None:
     from oracle_server._http.dto import SendMessageDto
 

@@ -16,6 +16,8 @@ from hypercorn.utils import wrap_app
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
+from oracle_server._http.eof import close_connections_on_eof
+
 __all__ = ["LoopbackServer"]
 
 _logger = logging.getLogger("oracle.testing.loopback")
@@ -59,6 +61,7 @@ class LoopbackServer:
         """
         if self._task is not None:
             raise RuntimeError(f"{self.name} is already started")
+        close_connections_on_eof()
         config = Config()
         config.bind = ["127.0.0.1:0"]
         config.graceful_timeout = self._graceful_timeout
