@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -664,3 +665,26 @@ async def test_a_nullable_column_is_added_by_create_tables(tmp_path: Path) -> No
         await engine.dispose()
     assert column_names(path, "widgets") == ["widget_id", "colour"]
     assert raw_rows(path, "SELECT * FROM widgets") == [(7, None)]
+
+
+async def test_a_statement_is_compiled_once_for_every_users_file(
+    open_dbs: Callable[..., UserDatabases], caplog: pytest.LogCaptureFixture
+) -> None:
+    # SQLAlchemy's engine log says of each statement whether it was compiled for this
+    # call ("generated in") or taken from the cache ("cached since").
+    caplog.set_level(logging.INFO, logger="sqlalchemy.engine")
+    dbs = open_dbs()
+
+    async def a_users_day(user: str, session_id: str) -> list[str]:
+        caplog.clear()
+        await dbs.sessions.create(session(user, session_id))
+        await dbs.sessions.set_title(user, session_id, "Tides")
+        page, total = await dbs.sessions.list(user)
+        assert ([s.session_id for s in page], total) == ([session_id], 1)
+        return [r.getMessage() for r in caplog.records if r.name.startswith("sqlalchemy")]
+
+    first = await a_users_day(ALICE, "s-alice")
+    assert any("[generated in" in message for message in first)
+    second = await a_users_day(BOB, "s-bob")  # another file, another connection
+    assert any("[cached since" in message for message in second)
+    assert not [message for message in second if "[generated in" in message]
