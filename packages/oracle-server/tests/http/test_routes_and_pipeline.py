@@ -451,17 +451,22 @@ async def test_shutdown_drains_then_aborts_running_turns(tmp_path: Path) -> None
         assert '"status":"aborted"' in body.rsplit("event: done", 1)[1]
 
 
-async def test_an_idle_connection_outlives_hypercorns_five_second_default(
-    tmp_path: Path,
-) -> None:
-    # Clients keep idle connections a few seconds; when the server closes first, a
-    # request sent on the connection at that moment fails with a reset.
-    oracle = await create_oracle_app(
+async def keep_alive_oracle(tmp_path: Path) -> OracleApp:
+    """A local oracle with the default HTTP keep-alive."""
+    return await create_oracle_app(
         {"name": "Keep-alive Oracle"},
         env={"ORACLE_BACKEND": "local", "SQLITE_DATABASE_PATH": str(tmp_path), **ENV_MODEL},
         discover_entry_points=False,
         skip_graceful_shutdown=True,
     )
+
+
+async def test_an_idle_connection_outlives_hypercorns_five_second_default(
+    tmp_path: Path,
+) -> None:
+    # Clients keep idle connections a few seconds; when the server closes first, a
+    # request sent on the connection at that moment fails with a reset.
+    oracle = await keep_alive_oracle(tmp_path)
     assert oracle.state.settings.http_keep_alive_seconds == 75
     async with serving(oracle) as base_url:
         host, port = base_url.removeprefix("http://").split(":")
@@ -489,12 +494,7 @@ async def test_a_connection_its_client_closed_is_closed_at_once_not_at_keep_aliv
 ) -> None:
     # Hypercorn alone holds such a socket (CLOSE_WAIT) until the keep-alive fires, 75 s
     # here: a load of short-lived client connections piles up dead descriptors.
-    oracle = await create_oracle_app(
-        {"name": "Keep-alive Oracle"},
-        env={"ORACLE_BACKEND": "local", "SQLITE_DATABASE_PATH": str(tmp_path), **ENV_MODEL},
-        discover_entry_points=False,
-        skip_graceful_shutdown=True,
-    )
+    oracle = await keep_alive_oracle(tmp_path)
     async with serving(oracle) as base_url:
         host, port = base_url.removeprefix("http://").split(":")
         reader, writer = await asyncio.open_connection(host, int(port))
