@@ -683,8 +683,8 @@ async def test_a_statement_is_compiled_once_for_every_users_file(
         assert ([s.session_id for s in page], total) == ([session_id], 1)
         return [r.getMessage() for r in caplog.records if r.name.startswith("sqlalchemy")]
 
-    first = await a_users_day(ALICE, "s-alice")
-    assert any("[generated in" in message for message in first)
+    # The first user's statements may be cached already (the cache is the process's).
+    await a_users_day(ALICE, "s-alice")
     second = await a_users_day(BOB, "s-bob")  # another file, another connection
     assert any("[cached since" in message for message in second)
     assert not [message for message in second if "[generated in" in message]
