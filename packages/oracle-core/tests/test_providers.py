@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -42,6 +43,7 @@ from oracle_core import (
 from oracle_core._chat_openai import PassthroughChatOpenAI
 from oracle_core._config import CoreEnv
 from oracle_core._errors import OracleBootError, UnknownModelRoleError
+from oracle_core._langgraph_compat import SUPPORTED_RANGES
 from oracle_core._providers import (
     _CLIENT_DEFAULTS,
     NEBIUS_MODELS,
@@ -1057,7 +1059,7 @@ async def test_provider_llm_models_share_one_http_client_that_aclose_closes(
     utility = llm.get("utility", temperature=0.2)
     http = as_chat_openai(main).http_async_client
     assert as_chat_openai(utility).http_async_client is http
-    assert isinstance(http, openai.DefaultAsyncHttpxClient)
+    assert isinstance(http, openai.DefaultAioHttpClient)
     assert (await main.ainvoke("hi")).content == "ok"
 
     await llm.aclose()
@@ -1096,7 +1098,7 @@ async def test_the_runtime_closes_the_accessor_it_built_not_one_it_was_given(
     built = runtime.ambient.llm
     assert isinstance(built, ProviderLLM)
     http = as_chat_openai(built.get("main")).http_async_client
-    assert isinstance(http, openai.DefaultAsyncHttpxClient)
+    assert isinstance(http, openai.DefaultAioHttpClient)
     await runtime.aclose()
     assert http.is_closed
     with pytest.raises(RuntimeError, match="ProviderLLM is closed"):
@@ -1116,7 +1118,7 @@ async def test_the_runtime_closes_the_accessor_it_built_not_one_it_was_given(
     ):
         pass
     kept = as_chat_openai(given.get("main")).http_async_client
-    assert isinstance(kept, openai.DefaultAsyncHttpxClient)
+    assert isinstance(kept, openai.DefaultAioHttpClient)
     assert not kept.is_closed
     await given.aclose()
 
@@ -1182,3 +1184,18 @@ async def test_the_models_connections_carry_tcp_keepalive() -> None:
     assert options[0] == (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     if hasattr(socket, "TCP_KEEPIDLE"):
         assert (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 60) in options
+
+
+def test_an_openai_sdk_without_its_aiohttp_transport_fails_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A None entry makes the import fail, as if the SDK no longer vendored the module.
+    monkeypatch.setitem(sys.modules, "openai._vendor.httpx_aiohttp", None)
+
+    with pytest.raises(ImportError, match="private_name_missing") as failed:
+        ProviderLLM(compatible_env("http://127.0.0.1:9/v1")).get("main")
+
+    message = str(failed.value)
+    assert f"openai {version('openai')} has no" in message
+    assert "openai._vendor.httpx_aiohttp.AiohttpTransport" in message
+    assert f"supports openai{SUPPORTED_RANGES['openai']}" in message

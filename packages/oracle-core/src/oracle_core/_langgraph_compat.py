@@ -37,6 +37,7 @@ __all__ = [
     "messages_delta_reducer",
     "missing_private_name",
     "msgpack_ext_hook",
+    "openai_aiohttp_transport",
     "wrap_msgpack_ext_hook",
 ]
 
@@ -69,6 +70,7 @@ SUPPORTED_RANGES: dict[str, str] = {
     "langsmith": ">=0.14.9,<0.16",
     "langchain-core": ">=1.0,<2",
     "langchain-openai": ">=1.0,<2",
+    "openai": ">=3.57,<4",
 }
 """The version range of each distribution in ``PRIVATE_NAMES``, as pyproject declares it."""
 
@@ -105,6 +107,12 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "oracle_core._serde.CheckpointSerializer, which wraps the msgpack ext hook",
     ),
     PrivateName(
+        "openai",
+        "openai._vendor.httpx_aiohttp",
+        "AiohttpTransport",
+        "oracle_core._providers, the models' HTTP client on aiohttp with TCP keepalive",
+    ),
+    PrivateName(
         "langchain-openai",
         "langchain_openai",
         "ChatOpenAI._get_request_payload",
@@ -120,11 +128,11 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
 )
 """Every private name of a dependency that oracle-core uses.
 
-The first four are imported below. The msgpack ext hook is an instance attribute, read
-and replaced only by the functions below. The last two are methods oracle-core's
-subclasses override (LangChain's documented ``BaseTool._run``/``_arun`` and
-``BaseChatModel._generate`` extension points are not listed); nothing imports them, so
-only the test watches them.
+The first five are imported below (LangSmith's and the OpenAI SDK's on first use). The
+msgpack ext hook is an instance attribute, read and replaced only by the functions below.
+The last two are methods oracle-core's subclasses override (LangChain's documented
+``BaseTool._run``/``_arun`` and ``BaseChatModel._generate`` extension points are not
+listed); nothing imports them, so only the test watches them.
 """
 
 _BY_PATH = {entry.path: entry for entry in PRIVATE_NAMES}
@@ -201,6 +209,26 @@ def langsmith_aio_to_thread_override() -> Callable[..., Any] | None:
         raise missing_private_name("langsmith._runtime_overrides.get_runtime_overrides") from exc
     override: Callable[..., Any] | None = get_runtime_overrides().aio_to_thread
     return override
+
+
+def openai_aiohttp_transport() -> type[Any]:
+    """The OpenAI SDK's httpx2 transport over aiohttp.
+
+    ``openai.DefaultAioHttpClient`` is public and builds this transport itself, but with
+    no way to set socket options; building the transport (whose public ``client``
+    argument takes the ``aiohttp.ClientSession`` to run on) is how the runtime keeps TCP
+    keepalive on the models' connections. Imported on the first call, so that
+    ``import oracle_core`` does not import aiohttp.
+
+    Raises:
+        ImportError: The installed OpenAI SDK has no vendored aiohttp transport.
+    """
+    try:
+        from openai._vendor.httpx_aiohttp import AiohttpTransport
+    except ImportError as exc:
+        raise missing_private_name("openai._vendor.httpx_aiohttp.AiohttpTransport") from exc
+    transport: type[Any] = AiohttpTransport
+    return transport
 
 
 ExtHook = Callable[[int, bytes], Any]
