@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import gc
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from oracle_core._tokens import (
     count_prompt_tokens,
     count_tokens,
     estimate_tokens,
+    tool_schema_json,
     truncate_tokens,
 )
 
@@ -168,3 +171,30 @@ def test_a_prompt_counts_its_messages_tool_calls_and_tool_schemas() -> None:
     assert text_only == 8 + count_tokens("Be brief.") + count_tokens("Weather in Paris?")
     assert count_prompt_tokens([system, human, call]) > text_only + 4
     assert count_prompt_tokens([system, human], [lookup]) > text_only + count_tokens("lookup")
+
+
+def test_a_tools_schema_is_converted_once_while_the_tool_lives() -> None:
+    from langchain_core.tools import StructuredTool
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    from oracle_core import _tokens
+
+    def lookup(city: str, limit: int = 3) -> str:
+        """Look a city up."""
+        return city
+
+    tool = StructuredTool.from_function(lookup)
+    expected = json.dumps(convert_to_openai_tool(tool), ensure_ascii=False, sort_keys=True)
+
+    first = tool_schema_json(tool)
+    assert first == expected
+    assert tool_schema_json(tool) is first  # the kept text, not a new conversion
+    as_dict = convert_to_openai_tool(tool)
+    assert tool_schema_json(as_dict) == expected  # dicts are converted each time
+    assert count_prompt_tokens([], [tool]) == count_prompt_tokens([], [as_dict])
+
+    key = id(tool)
+    assert key in _tokens._SCHEMAS
+    del tool
+    gc.collect()
+    assert key not in _tokens._SCHEMAS  # the text goes with its tool

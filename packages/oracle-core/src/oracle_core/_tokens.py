@@ -14,6 +14,7 @@ import gzip
 import hashlib
 import json
 import math
+import weakref
 from collections.abc import Iterable, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ __all__ = [
     "count_prompt_tokens",
     "count_tokens",
     "estimate_tokens",
+    "tool_schema_json",
     "truncate_tokens",
 ]
 
@@ -171,7 +173,6 @@ def count_prompt_tokens(messages: Sequence[BaseMessage], tools: Iterable[Any] = 
         The token count.
     """
     from langchain_core.messages import AIMessage
-    from langchain_core.utils.function_calling import convert_to_openai_tool
 
     total = 0
     for message in messages:
@@ -182,6 +183,44 @@ def count_prompt_tokens(messages: Sequence[BaseMessage], tools: Iterable[Any] = 
                     json.dumps(call["args"], ensure_ascii=False)
                 )
     for tool in tools:
-        schema = tool if isinstance(tool, dict) else convert_to_openai_tool(tool)
-        total += count_tokens(json.dumps(schema, ensure_ascii=False, sort_keys=True))
+        total += count_tokens(tool_schema_json(tool))
     return total
+
+
+_SCHEMAS: dict[int, tuple[weakref.ref[Any], str]] = {}
+
+
+def tool_schema_json(tool: Any) -> str:
+    """``tool``'s OpenAI function schema as sorted, compact-enough JSON (what
+    ``count_prompt_tokens`` counts).
+
+    The runtime measures every model request, and a tool's schema is the same on each:
+    for a tool object (``BaseTool``), the text is kept while the object lives, so the
+    conversion runs once per tool instead of once per tool per model call. A dict is
+    converted each time (it may be changed in place).
+
+    Args:
+        tool: A tool as ``bind_tools`` accepts it (``BaseTool``, OpenAI-format dict).
+    """
+    if isinstance(tool, dict):
+        return json.dumps(tool, ensure_ascii=False, sort_keys=True)
+    key = id(tool)
+    held = _SCHEMAS.get(key)
+    if held is not None and held[0]() is tool:
+        return held[1]
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    text = json.dumps(convert_to_openai_tool(tool), ensure_ascii=False, sort_keys=True)
+    try:
+        ref = weakref.ref(tool, functools.partial(_forget_schema, key))
+    except TypeError:  # an object without weak references: measured each time
+        return text
+    _SCHEMAS[key] = (ref, text)
+    return text
+
+
+def _forget_schema(key: int, ref: weakref.ref[Any]) -> None:
+    # Only this entry's own reference: the id may already name a newer tool.
+    held = _SCHEMAS.get(key)
+    if held is not None and held[0] is ref:
+        del _SCHEMAS[key]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -23,6 +22,7 @@ from oracle_core._tokens import (
     count_prompt_tokens,
     count_tokens,
     load_encoding,
+    tool_schema_json,
     truncate_tokens,
 )
 
@@ -90,13 +90,7 @@ def _byte_bound(messages: Sequence[AnyMessage]) -> int:
 
 def _tools_byte_bound(tools: Sequence[Any]) -> int:
     """An upper bound of what ``tools`` add to ``count_prompt_tokens``: their schemas' bytes."""
-    from langchain_core.utils.function_calling import convert_to_openai_tool
-
-    total = 0
-    for tool in tools:
-        schema = tool if isinstance(tool, dict) else convert_to_openai_tool(tool)
-        total += len(json.dumps(schema, ensure_ascii=False, sort_keys=True).encode())
-    return total
+    return sum(len(tool_schema_json(tool).encode()) for tool in tools)
 
 
 def _cut_points(messages: Sequence[AnyMessage]) -> list[int]:
