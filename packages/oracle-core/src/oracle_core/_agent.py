@@ -311,7 +311,7 @@ class AgentBuilder:
             return create_agent(
                 model,
                 bound,
-                middleware=[*rt.framework_middleware, *rt.plugin_middleware],
+                middleware=[*rt.framework_chain, *rt.plugin_middleware],
                 state_schema=MainAgentState,
                 context_schema=OracleRunContext,
                 name="oracle-main",

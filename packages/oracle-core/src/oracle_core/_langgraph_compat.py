@@ -32,6 +32,10 @@ __all__ = [
     "DeltaSnapshot",
     "ExtHook",
     "PrivateName",
+    "chain_async_model_call_handlers",
+    "chain_async_tool_call_wrappers",
+    "chain_model_call_handlers",
+    "chain_tool_call_wrappers",
     "copy_checkpoint",
     "langsmith_aio_to_thread_override",
     "messages_delta_reducer",
@@ -68,6 +72,7 @@ SUPPORTED_RANGES: dict[str, str] = {
     "langgraph": ">=1.2.13,<1.3",
     "langgraph-checkpoint": ">=4.1.0,<4.4",
     "langsmith": ">=0.14.9,<0.16",
+    "langchain": ">=1.3.15,<2",
     "langchain-core": ">=1.0,<2",
     "langchain-openai": ">=1.0,<2",
     "openai": ">=3.57,<4",
@@ -93,6 +98,34 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "langgraph.pregel._checkpoint",
         "copy_checkpoint",
         "oracle_core._checkpoint.PrimedCheckpointer, to hand out its own copy of a read",
+    ),
+    PrivateName(
+        "langchain",
+        "langchain.agents.factory",
+        "_chain_model_call_handlers",
+        "oracle_core._middleware.chain.FrameworkChain, which composes its members' hooks"
+        " as create_agent does",
+    ),
+    PrivateName(
+        "langchain",
+        "langchain.agents.factory",
+        "_chain_async_model_call_handlers",
+        "oracle_core._middleware.chain.FrameworkChain, which composes its members' hooks"
+        " as create_agent does",
+    ),
+    PrivateName(
+        "langchain",
+        "langchain.agents.factory",
+        "_chain_tool_call_wrappers",
+        "oracle_core._middleware.chain.FrameworkChain, which composes its members' hooks"
+        " as create_agent does",
+    ),
+    PrivateName(
+        "langchain",
+        "langchain.agents.factory",
+        "_chain_async_tool_call_wrappers",
+        "oracle_core._middleware.chain.FrameworkChain, which composes its members' hooks"
+        " as create_agent does",
     ),
     PrivateName(
         "langsmith",
@@ -128,7 +161,7 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
 )
 """Every private name of a dependency that oracle-core uses.
 
-The first five are imported below (LangSmith's and the OpenAI SDK's on first use). The
+The first nine are imported below (LangSmith's and the OpenAI SDK's on first use). The
 msgpack ext hook is an instance attribute, read and replaced only by the functions below.
 The last two are methods oracle-core's subclasses override (LangChain's documented
 ``BaseTool._run``/``_arun`` and ``BaseChatModel._generate`` extension points are not
@@ -187,6 +220,41 @@ try:
     from langgraph.pregel._checkpoint import copy_checkpoint
 except ImportError as exc:
     raise missing_private_name("langgraph.pregel._checkpoint.copy_checkpoint") from exc
+
+
+_CHAINS = (
+    "_chain_model_call_handlers",
+    "_chain_async_model_call_handlers",
+    "_chain_tool_call_wrappers",
+    "_chain_async_tool_call_wrappers",
+)
+
+
+def _first_missing(module: str, names: tuple[str, ...]) -> str:
+    """The path of the first of ``names`` that ``module`` lacks (its first, if it is gone)."""
+    import importlib
+
+    try:
+        loaded = importlib.import_module(module)
+    except ImportError:
+        return f"{module}.{names[0]}"
+    return next((f"{module}.{n}" for n in names if not hasattr(loaded, n)), f"{module}.{names[0]}")
+
+
+try:
+    # How create_agent composes the middleware's wrap_* hooks (first outermost, each
+    # layer's commands kept). FrameworkChain runs several framework middleware as one
+    # with exactly this composition; LangChain exports no public composer.
+    from langchain.agents.factory import (
+        _chain_async_model_call_handlers as chain_async_model_call_handlers,
+    )
+    from langchain.agents.factory import (
+        _chain_async_tool_call_wrappers as chain_async_tool_call_wrappers,
+    )
+    from langchain.agents.factory import _chain_model_call_handlers as chain_model_call_handlers
+    from langchain.agents.factory import _chain_tool_call_wrappers as chain_tool_call_wrappers
+except ImportError as exc:
+    raise missing_private_name(_first_missing("langchain.agents.factory", _CHAINS)) from exc
 
 
 def langsmith_aio_to_thread_override() -> Callable[..., Any] | None:

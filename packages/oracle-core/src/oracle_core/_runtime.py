@@ -45,6 +45,7 @@ from oracle_core._discovery import discover_plugins
 from oracle_core._errors import OracleBootError
 from oracle_core._hookcall import MISSING, HookCaller
 from oracle_core._hooks import MainAgentHooks
+from oracle_core._middleware.chain import fold_wrap_only
 from oracle_core._plugin import OraclePlugin, check_plugin_object
 from oracle_core._providers import ProviderLLM, check_provider
 from oracle_core._registries import AuthExcludedRoute, Registries
@@ -159,6 +160,7 @@ class OracleRuntime:
     available_plugins: frozenset[str]
     plugin_middleware: list[Any]
     framework_middleware: list[Any]
+    framework_chain: list[Any]
 
     @property
     def config(self) -> Mapping[str, Any]:
@@ -360,6 +362,7 @@ class OracleRuntime:
         self._adapt_boot_tools()
         self.plugin_middleware = [m for b in self.booted for m in b.middlewares]
         self.framework_middleware = self._framework_middleware()
+        self.framework_chain = fold_wrap_only(self.framework_middleware)
         self.tier1_tokens_estimate = check_capability_budget(self.booted, logger)
         logger.info(
             "oracle '%s' booted: loaded %s; excluded %s",

@@ -201,6 +201,7 @@ class SubAgentToolAdapter(BaseTool):
         from langchain.agents import create_agent
 
         from oracle_core._middleware import CurrentTimeMiddleware, wrap_plugin_middleware
+        from oracle_core._middleware.chain import fold_wrap_only
 
         resolved = self.resolved
         spec = resolved.spec
@@ -225,7 +226,7 @@ class SubAgentToolAdapter(BaseTool):
             model,
             tools,
             system_prompt=prompt,
-            middleware=middleware,
+            middleware=fold_wrap_only(middleware),
             context_schema=OracleRunContext,
             checkpointer=self.checkpointer,
             name=spec.name,

@@ -5,7 +5,8 @@
 ``safety-guardrail`` when their host hooks are set, then ``current-time`` and
 ``history-condenser``, then plugin
 middleware wrapped by ``wrap_plugin_middleware``. The first ``wrap_*`` hook in the list is
-the outermost.
+the outermost. Consecutive framework middleware with only ``wrap_*`` hooks reach
+``create_agent`` folded into one ``FrameworkChain`` (``chain.py``), in the same order.
 """
 
 from __future__ import annotations
