@@ -27,13 +27,6 @@ def redis_target() -> Iterator[RedisTestTarget]:
         yield target
 
 
-async def sweep_finished(limiter: InMemoryRateLimiter) -> None:
-    """Wait for the sweep of expired hits that ``limits`` starts after a hit."""
-    sweep = limiter._storage.timer
-    if sweep is not None:
-        await sweep
-
-
 # --- in memory -------------------------------------------------------------------------------
 
 
@@ -43,17 +36,14 @@ async def test_memory_evicts_idle_keys() -> None:
         await limiter.hit("a", limit=5, window_seconds=10)
         clock.move_to(START + 5)
         await limiter.hit("b", limit=5, window_seconds=10)
-        await sweep_finished(limiter)
         assert limiter.tracked_keys == 2
 
         clock.move_to(START + 10.5)  # "a" has been idle for a whole window, "b" not yet
         await limiter.hit("c", limit=5, window_seconds=10)
-        await sweep_finished(limiter)
         assert limiter.tracked_keys == 2
 
         clock.move_to(START + 100)
         await limiter.hit("c", limit=5, window_seconds=10)
-        await sweep_finished(limiter)
         assert limiter.tracked_keys == 1
 
     await limiter.aclose()
@@ -71,6 +61,26 @@ async def test_memory_caps_the_number_of_keys() -> None:
         # still limited.
         assert (await limiter.hit("a", limit=1, window_seconds=60)).allowed
         assert not (await limiter.hit("c", limit=1, window_seconds=60)).allowed
+    finally:
+        await limiter.aclose()
+
+
+async def test_memory_hits_cost_the_same_however_many_keys_there_are() -> None:
+    limiter = InMemoryRateLimiter()
+    try:
+        with time_machine.travel(START, tick=False) as clock:
+            for user in range(500):
+                await limiter.hit(f"did:{user}", limit=5, window_seconds=60)
+            assert limiter.tracked_keys == 500
+            for step in range(40):  # one hit every 20 s: each allowed, the window moves on
+                clock.move_to(START + 20 * (step + 1))
+                decision = await limiter.hit("did:busy", limit=5, window_seconds=60)
+                assert decision.allowed
+        # No sweep over every key was started by any of those hits; a busy key holds only
+        # the hits its window looks at, and the idle keys went as later hits came.
+        assert limiter._storage.timer is None
+        assert len(limiter._storage.events["hits/did:busy/5/60/second"]) == 5
+        assert limiter.tracked_keys == 1
     finally:
         await limiter.aclose()
 
