@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware import AgentMiddleware
 
 from oracle_core._langgraph_compat import (
     chain_async_model_call_handlers,
@@ -30,19 +30,10 @@ from oracle_core._langgraph_compat import (
     chain_tool_call_wrappers,
 )
 
-__all__ = ["FrameworkChain", "fold_wrap_only"]
+# The node hooks and the state schemas that add no keys, as the plugin contract reads them.
+from oracle_core._middleware.contract import _DEFAULT_STATE_SCHEMAS, _NODE_HOOKS
 
-_NODE_HOOKS = (
-    "before_agent",
-    "abefore_agent",
-    "before_model",
-    "abefore_model",
-    "after_model",
-    "aafter_model",
-    "after_agent",
-    "aafter_agent",
-)
-_DEFAULT_STATE_SCHEMAS: tuple[type, ...] = (vars(AgentMiddleware)["state_schema"], AgentState)
+__all__ = ["FrameworkChain", "fold_wrap_only"]
 
 
 def _overrides(middleware: AgentMiddleware[Any, Any], *hooks: str) -> bool:
