@@ -401,15 +401,18 @@ def _async_http_client() -> Any:
     limits = openai.DEFAULT_CONNECTION_LIMITS
 
     def session() -> aiohttp.ClientSession:
-        # Called on the first request, inside the event loop that will use the session.
+        # Called on the first request, inside the event loop that will use the session;
+        # TLS as the SDK's transport set it up (httpx2's defaults: certifi, SSL_CERT_FILE).
         connector = aiohttp.TCPConnector(
             limit=limits.max_connections or 0,
             keepalive_timeout=limits.keepalive_expiry,
+            ssl=transport.ssl_context,
             socket_factory=_keepalive_socket,
         )
         return aiohttp.ClientSession(connector=connector)
 
-    return openai.DefaultAioHttpClient(transport=openai_aiohttp_transport()(client=session))
+    transport = openai_aiohttp_transport()(client=session)
+    return openai.DefaultAioHttpClient(transport=transport)
 
 
 def _keepalive_socket(address: tuple[Any, ...]) -> socket.socket:
