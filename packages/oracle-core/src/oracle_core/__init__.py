@@ -124,6 +124,7 @@ from oracle_core._services import (
     UcanService,
     UnavailableMatrixService,
 )
+from oracle_core._sqlite_connection import PooledConnection, connect_sqlite
 from oracle_core._sqlite_saver import MessageStoreSqliteSaver
 from oracle_core._state import MESSAGES_SNAPSHOT_FREQUENCY, MainAgentState, ReadonlyState
 from oracle_core._subagents import create_summarization_middleware
@@ -217,6 +218,7 @@ __all__ = [
     "PluginStatusReport",
     "PluginSubAgent",
     "PluginTool",
+    "PooledConnection",
     "PrimedCheckpointer",
     "PromptInputs",
     "PromptSection",
@@ -253,6 +255,7 @@ __all__ = [
     "Visibility",
     "check_provider",
     "compose_system_prompt",
+    "connect_sqlite",
     "context_window",
     "count_prompt_tokens",
     "count_tokens",

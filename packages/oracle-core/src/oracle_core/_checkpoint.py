@@ -24,6 +24,7 @@ from langgraph.checkpoint.base import (
 
 from oracle_core._langgraph_compat import DeltaSnapshot, copy_checkpoint
 from oracle_core._serde import CheckpointSerializer
+from oracle_core._sqlite_connection import connect_sqlite
 from oracle_core._sqlite_saver import MessageStoreSqliteSaver
 
 __all__ = [
@@ -391,11 +392,9 @@ class SqliteCheckpointers:
         return saver
 
     async def _open(self, user_did: str) -> BaseCheckpointSaver[Any]:
-        import aiosqlite
-
         path = self.path_for(user_did)
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn = await aiosqlite.connect(str(path))
+        conn = await connect_sqlite(path)
         try:
             await conn.execute("PRAGMA journal_mode=WAL")
             await conn.execute("PRAGMA synchronous=NORMAL")

@@ -1,13 +1,13 @@
 """The one door to the private names of LangGraph and its stack that oracle-core relies on.
 
-LangGraph's delta-stored messages, LangSmith's runtime overrides and two LangChain
-extension points have no public API that does what the runtime needs, so oracle-core
-uses a few of their private names. Only this module imports or reads them, and every
-other module takes them from here (the two overridden methods stay in the subclasses
-that override them). ``PRIVATE_NAMES`` lists each one with what uses it, and
-``packages/oracle-core/tests/test_langgraph_compat.py`` resolves every entry: an upgrade
-that removes or renames one fails that test naming it, and so does a private import
-anywhere else.
+LangGraph's delta-stored messages, LangSmith's runtime overrides, two LangChain extension
+points and where ``aiosqlite`` runs a connection's calls have no public API that does what
+the runtime needs, so oracle-core uses a few of their private names. Only this module
+imports or reads them, and every other module takes them from here (the overridden
+methods stay in the subclasses that override them). ``PRIVATE_NAMES`` lists each one
+with what uses it, and ``packages/oracle-core/tests/test_langgraph_compat.py`` resolves
+every entry: an upgrade that removes or renames one fails that test naming it, and so does
+a private import anywhere else.
 
 A name missing at import raises ``ImportError`` naming it and the supported range of its
 distribution, when ``oracle_core`` is imported (or, for LangSmith, when a runtime
@@ -76,6 +76,7 @@ SUPPORTED_RANGES: dict[str, str] = {
     "langchain-core": ">=1.0,<2",
     "langchain-openai": ">=1.0,<2",
     "openai": ">=3.57,<4",
+    "aiosqlite": ">=0.22,<0.23",
 }
 """The version range of each distribution in ``PRIVATE_NAMES``, as pyproject declares it."""
 
@@ -158,12 +159,32 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "the tool adapters of oracle_core._tool_adapter, _subagents and _agent_cache,"
         " which override it",
     ),
+    PrivateName(
+        "aiosqlite",
+        "aiosqlite",
+        "Connection._execute",
+        "oracle_core._sqlite_connection.PooledConnection, which overrides it (every call of"
+        " a connection goes through it), and the one-trip writes that call it",
+    ),
+    PrivateName(
+        "aiosqlite",
+        "aiosqlite",
+        "Connection._connect",
+        "oracle_core._sqlite_connection.PooledConnection, which overrides it",
+    ),
+    PrivateName(
+        "aiosqlite",
+        "aiosqlite",
+        "Connection._conn",
+        "oracle_core._sqlite_connection.PooledConnection, which overrides it (a property"
+        " the cursor and connection methods read)",
+    ),
 )
 """Every private name of a dependency that oracle-core uses.
 
-The first nine are imported below (LangSmith's and the OpenAI SDK's on first use). The
-msgpack ext hook is an instance attribute, read and replaced only by the functions below.
-The last two are methods oracle-core's subclasses override (LangChain's documented
+Nine are imported below (LangSmith's and the OpenAI SDK's on first use). The msgpack ext
+hook is an instance attribute, read and replaced only by the functions below. The last
+five are members oracle-core's subclasses override (LangChain's documented
 ``BaseTool._run``/``_arun`` and ``BaseChatModel._generate`` extension points are not
 listed); nothing imports them, so only the test watches them.
 """

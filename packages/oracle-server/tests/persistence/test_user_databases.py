@@ -21,9 +21,12 @@ from typing import Any
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from sqlalchemy import Column, Integer, MetaData, String, Table, inspect
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from oracle_core import PooledConnection
+from oracle_core._sqlite_connection import POOL_THREADS
 from oracle_server._persistence import (
     DuplicateSessionError,
     SessionRecord,
@@ -35,7 +38,6 @@ from oracle_server._persistence import (
     database_url,
 )
 from oracle_server._persistence.engine import create_tables
-from oracle_server.testing import eventually
 
 ORACLE = "did:ixo:ixo1oracleundertest"
 ALICE = "did:ixo:ixo1alice"
@@ -155,15 +157,19 @@ async def test_sessions_live_in_their_owners_file(
     ]
 
 
-async def test_a_users_sessions_and_checkpoints_share_one_connection_thread(
+async def test_open_user_databases_hold_no_thread_of_their_own(
     open_dbs: Callable[..., UserDatabases],
 ) -> None:
     dbs = open_dbs()
     before = threading.active_count()
-    users = [f"did:ixo:ixo1user{n}" for n in range(5)]
+    users = [f"did:ixo:ixo1user{n}" for n in range(2 * POOL_THREADS + 1)]
+    conns: list[PooledConnection] = []
     for user in users:
         await dbs.sessions.create(session(user, f"{user}-1"))
         saver = await dbs(user)
+        assert isinstance(saver, AsyncSqliteSaver)
+        assert isinstance(saver.conn, PooledConnection)
+        conns.append(saver.conn)
         await saver.aput(
             {"configurable": {"thread_id": f"{user}-1", "checkpoint_ns": ""}},
             empty_checkpoint(),
@@ -172,14 +178,11 @@ async def test_a_users_sessions_and_checkpoints_share_one_connection_thread(
         )
         assert await dbs.sessions.touch(user, f"{user}-1") is not None
         assert (await dbs.sessions.list(user))[1] == 1
-    # One thread per open user database, whatever the sessions did.
-    assert threading.active_count() - before == len(users)
+    # Every user's file runs on the threads the process shares, whatever the sessions did.
+    assert threading.active_count() - before <= POOL_THREADS
+    assert all(conn.is_alive() for conn in conns)
     await dbs.aclose()
-
-    async def threads_ended() -> bool:
-        return threading.active_count() == before
-
-    assert await eventually(threads_ended, timeout=10)
+    assert not any(conn.is_alive() for conn in conns)
 
 
 async def test_a_session_write_never_undoes_a_thread_delete(

@@ -6,10 +6,11 @@ A store writes each operation as a plain function of a synchronous SQLAlchemy
 - :class:`EngineConnections`: the server database (SQLite or PostgreSQL), a pooled
   :class:`~sqlalchemy.ext.asyncio.AsyncEngine`; the function runs under ``run_sync``.
 - :class:`ThreadConnections`: a user's own file in embedded mode, on the one aiosqlite
-  connection its checkpoint saver already holds. The function runs on that connection's
-  thread, in one trip: a session lookup or update is one hop, where an engine of its
-  own paid a hop for each cursor, execute, fetch, commit and pool reset, and a thread
-  (and a connection) of its own for each of its pooled connections.
+  connection its checkpoint saver already holds (a ``PooledConnection`` of oracle-core,
+  whose calls run in order on threads shared by every user's file). The function runs
+  there in one trip: a session lookup or update is one hop, where an engine of its own
+  paid a hop for each cursor, execute, fetch, commit and pool reset, and a thread (and a
+  connection) of its own for each of its pooled connections.
 
   Every user's file speaks through one SQLite dialect and one cache of compiled
   statements (:func:`_shared_sqlite`): an engine of SQLAlchemy's making per file compiled
@@ -80,7 +81,7 @@ class EngineConnections:
 
 
 class ThreadConnections:
-    """Each call on ``conn``'s thread, on its ``sqlite3`` connection, in one trip.
+    """Each call in ``conn``'s order of calls, on its ``sqlite3`` connection, in one trip.
 
     The saver that owns ``conn`` keeps using it. Its writes, and its deletes, commit
     within one trip too (``MessageStoreSqliteSaver``), so no transaction of the saver's is
@@ -90,7 +91,7 @@ class ThreadConnections:
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self._conn = conn
-        # The sqlite3 connection, used only on conn's own thread.
+        # The sqlite3 connection, used only by calls that conn runs.
         raw = cast("DBAPIConnection", conn._conn)
         dialect, url, compiled = _shared_sqlite()
         # A reset would roll back whatever the saver has begun on the connection.
@@ -106,7 +107,7 @@ class ThreadConnections:
         return await self._on_thread(self._write, work)
 
     async def _on_thread(self, run: Callable[[Callable[[Connection], T]], T], work: Any) -> T:
-        # aiosqlite has no public call that runs a function on its thread (0.22).
+        # aiosqlite has no public call that runs a function in its order of calls (0.22).
         result: T = await self._conn._execute(run, work)  # type: ignore[no-untyped-call]
         return result
 

@@ -35,7 +35,6 @@ from oracle_server._persistence.sessions import SessionRecord, SessionStore
 from oracle_server._persistence.tables import oracle_sessions
 
 if TYPE_CHECKING:
-    import aiosqlite
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -273,7 +272,7 @@ class UserDatabases:
             return None
         path.parent.mkdir(parents=True, exist_ok=True)
         saver = await _open_saver(path)
-        # The session table shares the saver's connection and thread: one trip a call.
+        # The session table shares the saver's connection and its strand: one trip a call.
         connections = ThreadConnections(saver.conn)
         try:
             await connections.write(lambda conn: create_tables_sync(conn, [oracle_sessions]))
@@ -405,11 +404,9 @@ def _remove_empty(folders: Sequence[Path]) -> None:
 
 
 async def _open_saver(path: Path) -> AsyncSqliteSaver:
-    import aiosqlite
+    from oracle_core import CheckpointSerializer, MessageStoreSqliteSaver, connect_sqlite
 
-    from oracle_core import CheckpointSerializer, MessageStoreSqliteSaver
-
-    conn: aiosqlite.Connection = await aiosqlite.connect(str(path))
+    conn = await connect_sqlite(path)
     try:
         await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
