@@ -217,6 +217,12 @@ async def test_a_killed_worker_gives_its_turn_back_ends_its_run_and_is_replaced(
     killed = worker_pid(workers.process.pid, 0)
     run_id = await turn_until_killed(doomed, session, headers, killed)
 
+    # While it is replaced, new connections go to the survivor at once: none waits in
+    # the dead worker's queue for its replacement to boot.
+    for _ in range(8):
+        async with httpx.AsyncClient(base_url=workers.base_url, timeout=2) as fresh:
+            assert (await fresh.get("/health")).status_code == 200
+
     # The other worker's reader sees the run end, and the session takes a new turn.
     status, events = await rejoin(survivor, run_id, 0, headers)
     assert status == 200
@@ -241,6 +247,25 @@ async def test_a_killed_worker_gives_its_turn_back_ends_its_run_and_is_replaced(
     for client in renewed.values():
         assert (await client.get("/health")).status_code == 200
         await client.aclose()
+
+
+async def test_a_burst_of_new_connections_is_spread_over_both_workers(workers: Workers) -> None:
+    # Each worker accepts on a socket of its own and the kernel spreads connections over
+    # them by a hash of their addresses (a socket nobody accepts on would time out here).
+    clients = [
+        httpx.AsyncClient(
+            base_url=workers.base_url, timeout=30, limits=httpx.Limits(max_connections=1)
+        )
+        for _ in range(64)
+    ]
+    try:
+        answers = await asyncio.gather(*(client.get("/health") for client in clients))
+    finally:
+        await asyncio.gather(*(client.aclose() for client in clients))
+    served = [answer.json()["worker"] for answer in answers]
+    counts = {worker: served.count(worker) for worker in (0, 1)}
+    # Even spreading gives 32 each; fewer than 16 on one side has odds of about 1 in 30,000.
+    assert min(counts.values()) >= 16, counts
 
 
 def proc_file(pid: int, name: str) -> str:

@@ -1,9 +1,19 @@
 """``oracle serve --workers N``: N processes serving one port, sharing one hub.
 
-The supervisor binds the port once and starts N copies of ``oracle serve`` that inherit
-it (the kernel hands each new connection to one of them), each with one end of a socket
-pair to the hub this process holds (:mod:`oracle_server._workers.hub`). It boots no
-oracle of its own: its work is the hub, and starting, stopping and replacing workers.
+The supervisor starts N copies of ``oracle serve``, each with a listening socket of its
+own on the port (``SO_REUSEPORT``) and one end of a socket pair to the hub this process
+holds (:mod:`oracle_server._workers.hub`). It boots no oracle of its own: its work is the
+hub, and starting, stopping and replacing workers.
+
+- The kernel spreads new connections over the workers' sockets by a hash of their
+  addresses. With one socket shared by all, every new connection woke every worker and
+  whichever woke first accepted all the connections then waiting: a burst of 64 went
+  42/22, and with 200 users at once the busier worker set the pace. A bound socket that
+  never listens holds the port while no worker does (the kernel gives connections only
+  to listening sockets).
+- The socket of a worker that dies is closed at once, so the kernel sends new
+  connections to the others while it is replaced (the few already queued on it, not yet
+  accepted, are reset); its replacement gets a new one.
 
 - It prints the banner once every worker serves; a worker that exits before that stops
   the others, and ``oracle serve`` exits with that worker's code (a bad setting fails
@@ -57,13 +67,54 @@ class WorkerCommand:
     stop_seconds: float
 
 
+_BACKLOG = 2048
+"""Each worker's listen backlog (the kernel caps it at ``somaxconn``)."""
+
+
+class _Port:
+    """The port the workers share: a bound socket that holds it, and one listener each."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self._anchor = self._bound(host, port)
+        self.host = host
+        self.port = int(self._anchor.getsockname()[1])
+
+    @staticmethod
+    def _bound(host: str, port: int) -> socket.socket:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((host, port))
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def listener(self) -> socket.socket:
+        """A new listening socket on the port, for one worker to inherit."""
+        sock = self._bound(self.host, self.port)
+        sock.listen(_BACKLOG)
+        return sock
+
+    def close(self) -> None:
+        self._anchor.close()
+
+
 class _Worker:
     def __init__(self, index: int) -> None:
         self.index = index
+        self.listener: socket.socket | None = None
         self.process: asyncio.subprocess.Process | None = None
         self.started = 0.0
         self.backoff = _RESTART_FIRST_SECONDS
         self.ready: asyncio.Event | None = None
+
+    def close_listener(self) -> None:
+        """Close this worker's listening socket (the kernel stops sending it connections)."""
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
 
 
 async def supervise(
@@ -81,8 +132,7 @@ async def supervise(
     Returns:
         The exit status: 0 after a stop, else the code of a worker that failed to boot.
     """
-    listener = socket.create_server((host, port), backlog=2048)
-    listener.set_inheritable(True)
+    shared = _Port(host, port)
     hub = WorkerHub()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -91,24 +141,27 @@ async def supervise(
     slots = [_Worker(i) for i in range(workers)]
     try:
         for slot in slots:
-            await _start(slot, command, hub, listener)
+            await _start(slot, command, hub, shared)
         failed = await _all_ready(slots, stop)
         if failed is not None:
             return failed
         print(banner, flush=True)
-        await _keep_running(slots, command, hub, listener, stop)
+        await _keep_running(slots, command, hub, shared, stop)
         return 0
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         await _stop_all(slots, command.stop_seconds)
         await hub.aclose()
-        listener.close()
+        for slot in slots:
+            slot.close_listener()
+        shared.close()
 
 
-async def _start(
-    slot: _Worker, command: WorkerCommand, hub: WorkerHub, listener: socket.socket
-) -> None:
+async def _start(slot: _Worker, command: WorkerCommand, hub: WorkerHub, port: _Port) -> None:
+    if slot.listener is None:
+        slot.listener = port.listener()
+    listener = slot.listener
     ours, theirs = socket.socketpair()
     env = {
         **command.env,
@@ -116,6 +169,10 @@ async def _start(
         "ORACLE_WORKER_HUB_FD": str(theirs.fileno()),
         "ORACLE_WORKER_LISTEN_FD": str(listener.fileno()),
     }
+    # Inheritable only while its own worker is spawned: uvloop's spawn passes every
+    # inheritable descriptor on, and a worker holding another's socket would keep that
+    # socket's queue alive after its worker died.
+    listener.set_inheritable(True)
     try:
         slot.process = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -127,6 +184,7 @@ async def _start(
             pass_fds=(theirs.fileno(), listener.fileno()),
         )
     finally:
+        listener.set_inheritable(False)
         theirs.close()
     slot.started = time.monotonic()
     slot.ready = (await hub.attach(ours))()
@@ -166,7 +224,7 @@ async def _keep_running(
     slots: Sequence[_Worker],
     command: WorkerCommand,
     hub: WorkerHub,
-    listener: socket.socket,
+    port: _Port,
     stop: asyncio.Event,
 ) -> None:
     """Replace workers that die, until told to stop."""
@@ -179,6 +237,7 @@ async def _keep_running(
                 return
             for task in done:
                 slot = exits.pop(task)
+                slot.close_listener()  # new connections go to the other workers meanwhile
                 served = time.monotonic() - slot.started
                 if served >= _HEALTHY_SECONDS:
                     slot.backoff = _RESTART_FIRST_SECONDS
@@ -195,7 +254,7 @@ async def _keep_running(
                 if stop.is_set():
                     return
                 slot.backoff = min(slot.backoff * 2, _RESTART_MAX_SECONDS)
-                await _start(slot, command, hub, listener)
+                await _start(slot, command, hub, port)
                 exits[asyncio.ensure_future(_exited(slot))] = slot
     finally:
         for task in (*exits, stopping):
