@@ -30,6 +30,7 @@ import json
 import sqlite3
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
+from importlib.metadata import version
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -160,6 +161,21 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
         # Names this saver's entries in the decoded-message cache; the clones
         # ``with_allowlist`` makes (a shallow copy) share it.
         self._cache_owner = object()
+
+    @staticmethod
+    def schema_key() -> str:
+        """What this saver's tables depend on: LangGraph's saver version and this one's DDL.
+
+        A caller that remembers in the file which schema it set up (oracle-server keeps a
+        marker made from this in ``PRAGMA user_version``) can skip :meth:`setup` while the
+        key is unchanged; an upgrade of either changes it, and the file is set up again.
+        """
+        return f"langgraph-checkpoint-sqlite {version('langgraph-checkpoint-sqlite')}\n{_SETUP}"
+
+    def assume_set_up(self) -> None:
+        """Skip :meth:`setup`: the caller knows this file's tables are current."""
+        self.is_setup = True
+        self._messages_ready = True
 
     async def setup(self) -> None:
         await super().setup()

@@ -618,6 +618,54 @@ async def test_a_users_older_file_gains_new_columns_and_keeps_its_rows(
     assert raw_rows(path, "SELECT matrix_thread_id FROM oracle_sessions") == [("$root",)]
 
 
+async def test_a_file_is_marked_once_its_tables_are_current_and_reopened_without_checks(
+    open_dbs: Callable[..., UserDatabases],
+) -> None:
+    dbs = open_dbs()
+    await dbs.sessions.create(session(ALICE, "alice-1"))
+    path = dbs.path_for(ALICE)
+    marker = raw_rows(path, "PRAGMA user_version")[0][0]
+    assert marker != 0
+    await dbs.aclose()
+
+    # A marked file is trusted: a table dropped behind the runtime's back is not
+    # recreated (what proves the checks were skipped), while the others still work.
+    with sqlite3.connect(path) as raw:
+        raw.execute("DROP TABLE oracle_message_blobs")
+    raw.close()
+    reopened = open_dbs()
+    stored = await reopened.sessions.get(ALICE, "alice-1")
+    assert stored is not None
+    assert (
+        raw_rows(path, "SELECT name FROM sqlite_master WHERE name = 'oracle_message_blobs'") == []
+    )
+    await reopened.aclose()
+
+    # Another marker (a file from another schema or LangGraph version) is checked again.
+    with sqlite3.connect(path) as raw:
+        raw.execute("PRAGMA user_version = 7")
+    raw.close()
+    checked = open_dbs()
+    assert await checked.sessions.get(ALICE, "alice-1") is not None
+    assert raw_rows(path, "SELECT name FROM sqlite_master WHERE name = 'oracle_message_blobs'") == [
+        ("oracle_message_blobs",)
+    ]
+    assert raw_rows(path, "PRAGMA user_version") == [(marker,)]
+    await checked.aclose()
+
+
+async def test_an_older_file_is_marked_only_after_it_gained_its_columns(
+    open_dbs: Callable[..., UserDatabases],
+) -> None:
+    dbs = open_dbs()
+    path = dbs.path_for(ALICE)
+    write_old_sessions(path, [("old-1", ALICE, "Before the upgrade")])
+    assert raw_rows(path, "PRAGMA user_version") == [(0,)]
+    assert await dbs.sessions.get(ALICE, "old-1") is not None
+    assert "matrix_thread_id" in column_names(path, "oracle_sessions")
+    assert raw_rows(path, "PRAGMA user_version")[0][0] != 0
+
+
 async def test_a_missing_not_null_column_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "widgets.db"
     with sqlite3.connect(path) as raw:

@@ -20,7 +20,9 @@ import functools
 import hashlib
 import logging
 import shutil
+import sqlite3
 import time
+import zlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -37,6 +39,7 @@ from oracle_server._persistence.tables import oracle_sessions
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from sqlalchemy import Connection
 
 __all__ = [
     "StorageUnavailableError",
@@ -271,14 +274,16 @@ class UserDatabases:
         if not create and not path.exists():
             return None
         path.parent.mkdir(parents=True, exist_ok=True)
-        saver = await _open_saver(path)
+        saver, marked = await _open_saver(path)
         # The session table shares the saver's connection and its strand: one trip a call.
         connections = ThreadConnections(saver.conn)
-        try:
-            await connections.write(lambda conn: create_tables_sync(conn, [oracle_sessions]))
-        except BaseException:
-            await saver.conn.close()
-            raise
+        if not marked:
+            marker = _schema_marker()
+            try:
+                await connections.write(lambda conn: _create_session_tables(conn, marker))
+            except BaseException:
+                await saver.conn.close()
+                raise
         return UserDatabase(
             user_did=user_did,
             path=path,
@@ -403,20 +408,57 @@ def _remove_empty(folders: Sequence[Path]) -> None:
             return
 
 
-async def _open_saver(path: Path) -> AsyncSqliteSaver:
+@functools.cache
+def _schema_marker() -> int:
+    """What ``PRAGMA user_version`` holds in a file whose tables are current.
+
+    A hash of everything a user file's tables depend on (the checkpoint saver's key and
+    the session table's DDL), as a positive 32-bit integer; a new file holds 0. Opening
+    a file with this marker skips the table checks, about 3 ms of CPU a file (a dozen
+    statements, one of them a failing ``ALTER TABLE``); any change of schema or of
+    LangGraph's saver changes the marker, and the file is checked and marked again.
+    """
+    from sqlalchemy.dialects import sqlite
+    from sqlalchemy.schema import CreateTable
+
+    from oracle_core import MessageStoreSqliteSaver
+
+    sessions = str(CreateTable(oracle_sessions).compile(dialect=sqlite.dialect()))
+    indexes = sorted(str(index.name) for index in oracle_sessions.indexes)
+    key = f"{MessageStoreSqliteSaver.schema_key()}\n{sessions}\n{indexes}"
+    return zlib.crc32(key.encode()) & 0x7FFFFFFF or 1
+
+
+def _prepare_connection(db: sqlite3.Connection) -> int:
+    """Set the connection's pragmas; the file's ``user_version`` (in one trip)."""
+    db.execute("PRAGMA journal_mode=WAL")  # kept by the file; a no-op once set
+    db.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    db.execute("PRAGMA synchronous=NORMAL")
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _create_session_tables(conn: Connection, marker: int) -> None:
+    create_tables_sync(conn, [oracle_sessions])
+    conn.exec_driver_sql(f"PRAGMA user_version = {int(marker)}")
+
+
+async def _open_saver(path: Path) -> tuple[AsyncSqliteSaver, bool]:
+    """The file's saver, and whether its tables are known to be current (its marker)."""
     from oracle_core import CheckpointSerializer, MessageStoreSqliteSaver, connect_sqlite
 
     conn = await connect_sqlite(path)
     try:
-        await conn.execute("PRAGMA journal_mode=WAL")
-        await conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        await conn.execute("PRAGMA synchronous=NORMAL")
+        # aiosqlite has no public call that runs a function on its connection (0.22).
+        marked = await conn._execute(_prepare_connection, conn._conn) == _schema_marker()
         saver = MessageStoreSqliteSaver(conn, serde=CheckpointSerializer())
-        await saver.setup()
+        if marked:
+            saver.assume_set_up()
+        else:
+            await saver.setup()
     except BaseException:
         await conn.close()
         raise
-    return saver
+    return saver, marked
 
 
 class UserSessions:
