@@ -204,6 +204,45 @@ async def test_serve_freezes_boot_objects_unless_turned_off(
     assert (seen[0] > 1000) is frozen
 
 
+def test_gc_threshold_defaults_to_pythons_own_and_is_checked() -> None:
+    assert load_settings(LOCAL).gc_thresholds is None
+    assert load_settings({**LOCAL, "GC_THRESHOLD": " 2000,10,10 "}).gc_thresholds == (2000, 10, 10)
+    assert load_settings({**LOCAL, "GC_THRESHOLD": "python"}).gc_thresholds is None
+    for bad in ("0,10,10", "10000,20", "a,b,c", "10000,-1,10", "off"):
+        with pytest.raises(EnvValidationError) as caught:
+            load_settings({**LOCAL, "GC_THRESHOLD": bad})
+        [line] = caught.value.errors
+        assert "'GC_THRESHOLD'" in line
+        assert "gc.bad_threshold" in line
+
+
+@pytest.mark.parametrize(
+    ("env", "thresholds"),
+    [({"GC_THRESHOLD": "10000,10,10"}, (10_000, 10, 10)), ({}, None)],
+)
+async def test_serve_sets_the_collectors_thresholds(
+    tmp_path: Path, env: dict[str, str], thresholds: tuple[int, int, int] | None
+) -> None:
+    app = await create_oracle_app(
+        {"name": "Tuned"},
+        env={**LOCAL, "SQLITE_DATABASE_PATH": str(tmp_path), **env},
+        discover_entry_points=False,
+        require_llm=False,
+    )
+    seen: list[tuple[int, int, int]] = []
+
+    async def stop_at_once() -> None:
+        seen.append(gc.get_threshold())
+
+    before = gc.get_threshold()
+    try:
+        await app.serve(host="127.0.0.1", port=free_port(), shutdown_trigger=stop_at_once)
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
+    assert seen == [thresholds or before]
+
+
 def test_trusted_homeservers_default_to_the_oracles_own_and_are_checked() -> None:
     assert load_settings(LOCAL).trusted_homeservers("own.example") == {"own.example"}
     listed = load_settings(

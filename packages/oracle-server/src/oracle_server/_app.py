@@ -114,8 +114,10 @@ class OracleApp:
             shutdown_trigger: Resolves when the server should stop.
             freeze_gc: Freeze what boot left behind before serving
                 (``freeze_boot_objects``); ``None`` follows ``GC_FREEZE_AT_START`` (on by
-                default). Test servers pass ``False``: a process that boots many apps
-                would keep each one's objects out of the collector's reach.
+                default). Unless ``False``, the collector's thresholds are also set from
+                ``GC_THRESHOLD``. Test servers pass ``False``: a process that boots many
+                apps would keep each one's objects out of the collector's reach, and its
+                collector is its own.
         """
         from hypercorn.asyncio import serve
 
@@ -125,6 +127,10 @@ class OracleApp:
         if self.state.settings.gc_freeze_at_start if freeze_gc is None else freeze_gc:
             frozen = freeze_boot_objects()
             logging.getLogger("oracle.server").debug("gc: froze %d boot objects", frozen)
+        if freeze_gc is not False:  # the process is the oracle's (not a test server's)
+            thresholds = self.state.settings.gc_thresholds
+            if thresholds is not None:
+                gc.set_threshold(*thresholds)
 
         # Sockets close as soon as shutdown starts (SRV-12 step 1).
         shutdown_trigger = self.gateway.closing_after(shutdown_trigger)
