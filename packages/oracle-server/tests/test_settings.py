@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -18,6 +20,8 @@ from oracle_server import (
 )
 from oracle_server._settings import check_replica_bus, load_settings
 from oracle_server.testing import free_port
+
+T = TypeVar("T")
 
 # Port 9 (discard) refuses connections: a boot that tried to open it would fail otherwise.
 UNREACHABLE_POSTGRES = "postgresql://nobody@127.0.0.1:9/oracle"
@@ -181,27 +185,35 @@ def test_freezing_boot_objects_empties_the_collected_generations() -> None:
     assert tracked < frozen / 100, (tracked, counts)
 
 
-@pytest.mark.parametrize(("env", "frozen"), [({}, True), ({"GC_FREEZE_AT_START": "false"}, False)])
-async def test_serve_freezes_boot_objects_unless_turned_off(
-    tmp_path: Path, env: dict[str, str], frozen: bool
-) -> None:
+async def _seen_while_serving(tmp_path: Path, env: dict[str, str], probe: Callable[[], T]) -> T:
+    """What ``probe`` reads once ``serve`` has started; the collector is restored after."""
     app = await create_oracle_app(
-        {"name": "Frozen"},
+        {"name": "Collected"},
         env={**LOCAL, "SQLITE_DATABASE_PATH": str(tmp_path), **env},
         discover_entry_points=False,
         require_llm=False,
     )
-    seen: list[int] = []
+    seen: list[T] = []
 
     async def stop_at_once() -> None:
-        seen.append(gc.get_freeze_count())
+        seen.append(probe())
 
+    thresholds = gc.get_threshold()
     gc.unfreeze()
     try:
         await app.serve(host="127.0.0.1", port=free_port(), shutdown_trigger=stop_at_once)
     finally:
         gc.unfreeze()
-    assert (seen[0] > 1000) is frozen
+        gc.set_threshold(*thresholds)
+    [value] = seen
+    return value
+
+
+@pytest.mark.parametrize(("env", "frozen"), [({}, True), ({"GC_FREEZE_AT_START": "false"}, False)])
+async def test_serve_freezes_boot_objects_unless_turned_off(
+    tmp_path: Path, env: dict[str, str], frozen: bool
+) -> None:
+    assert (await _seen_while_serving(tmp_path, env, gc.get_freeze_count) > 1000) is frozen
 
 
 def test_gc_threshold_defaults_to_pythons_own_and_is_checked() -> None:
@@ -223,24 +235,8 @@ def test_gc_threshold_defaults_to_pythons_own_and_is_checked() -> None:
 async def test_serve_sets_the_collectors_thresholds(
     tmp_path: Path, env: dict[str, str], thresholds: tuple[int, int, int] | None
 ) -> None:
-    app = await create_oracle_app(
-        {"name": "Tuned"},
-        env={**LOCAL, "SQLITE_DATABASE_PATH": str(tmp_path), **env},
-        discover_entry_points=False,
-        require_llm=False,
-    )
-    seen: list[tuple[int, int, int]] = []
-
-    async def stop_at_once() -> None:
-        seen.append(gc.get_threshold())
-
     before = gc.get_threshold()
-    try:
-        await app.serve(host="127.0.0.1", port=free_port(), shutdown_trigger=stop_at_once)
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*before)
-    assert seen == [thresholds or before]
+    assert await _seen_while_serving(tmp_path, env, gc.get_threshold) == (thresholds or before)
 
 
 def test_trusted_homeservers_default_to_the_oracles_own_and_are_checked() -> None:
