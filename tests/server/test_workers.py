@@ -249,9 +249,13 @@ async def test_a_killed_worker_gives_its_turn_back_ends_its_run_and_is_replaced(
         await client.aclose()
 
 
-async def test_a_burst_of_new_connections_is_spread_over_both_workers(workers: Workers) -> None:
-    # Each worker accepts on a socket of its own and the kernel spreads connections over
-    # them by a hash of their addresses (a socket nobody accepts on would time out here).
+async def test_connections_held_open_are_split_evenly_between_the_workers(
+    workers: Workers,
+) -> None:
+    # Both workers accept on one listening socket, and a worker holding more open
+    # connections than the other steps aside so that one takes the next. Each client
+    # below keeps its connection open (one connection, kept alive), so the workers' counts
+    # only rise: the split follows the counts, not which worker woke first or a hash.
     clients = [
         httpx.AsyncClient(
             base_url=workers.base_url, timeout=30, limits=httpx.Limits(max_connections=1)
@@ -260,12 +264,14 @@ async def test_a_burst_of_new_connections_is_spread_over_both_workers(workers: W
     ]
     try:
         answers = await asyncio.gather(*(client.get("/health") for client in clients))
+        served = [answer.json()["worker"] for answer in answers]
     finally:
         await asyncio.gather(*(client.aclose() for client in clients))
-    served = [answer.json()["worker"] for answer in answers]
     counts = {worker: served.count(worker) for worker in (0, 1)}
-    # Even spreading gives 32 each; fewer than 16 on one side has odds of about 1 in 30,000.
-    assert min(counts.values()) >= 16, counts
+    # 32 each when the counts are read fresh; a worker stepping aside accepts anyway after
+    # 10 ms (a stuck worker must not stop the port), which a slow machine may reach, so
+    # this allows a few beyond the slack of one. The kernel's hash went 119:74 at 200.
+    assert min(counts.values()) >= 24, counts
 
 
 def proc_file(pid: int, name: str) -> str:

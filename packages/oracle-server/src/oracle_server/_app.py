@@ -7,6 +7,7 @@ import contextlib
 import gc
 import logging
 import signal
+import socket
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -83,9 +84,7 @@ class OracleApp:
         from hypercorn.config import Config
 
         config = Config()
-        listen_fd = self.state.settings.worker_listen_fd
-        # A worker of `oracle serve --workers` accepts on the port its supervisor bound.
-        config.bind = [f"fd://{listen_fd}" if listen_fd is not None else f"{host}:{port}"]
+        config.bind = [f"{host}:{port}"]  # a worker of `--workers` accepts on its own
         config.h11_max_incomplete_size = 64 * 1024
         # The server must hold an idle connection longer than its clients (and proxies)
         # do: when it closes first, a request the client sends on that connection at the
@@ -136,14 +135,41 @@ class OracleApp:
         shutdown_trigger = self.gateway.closing_after(shutdown_trigger)
         if self._hub is not None:
             self._hub.announce_ready()
+        config = self.hypercorn_config(host=host, port=port)
+        settings = self.state.settings
         try:
-            await serve(
-                self.asgi,  # type: ignore[arg-type]
-                self.hypercorn_config(host=host, port=port),
+            if settings.worker_listen_fd is None or settings.worker_load_fd is None:
+                await serve(self.asgi, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
+            else:  # a worker of `oracle serve --workers`: the port its supervisor bound
+                await self._serve_shared_port(
+                    config, settings.worker_listen_fd, settings.worker_load_fd, shutdown_trigger
+                )
+        finally:
+            await self.aclose()
+
+    async def _serve_shared_port(
+        self,
+        config: Any,
+        listen_fd: int,
+        load_fd: int,
+        shutdown_trigger: Callable[[], Awaitable[Any]],
+    ) -> None:
+        from oracle_server._workers.accept import LoadBoard, serve_shared_port
+
+        listener = socket.socket(fileno=listen_fd)
+        board = LoadBoard.attach(load_fd)
+        try:
+            await serve_shared_port(
+                self.asgi,
+                config,
+                listener=listener,
+                board=board,
+                index=self.state.settings.worker_index,
                 shutdown_trigger=shutdown_trigger,
             )
         finally:
-            await self.aclose()
+            listener.close()
+            board.close()
 
     async def listen(self, port: int | None = None) -> None:
         """Serve on ``port`` (argument, else ``PORT``, else 3000) until SIGTERM/SIGINT.

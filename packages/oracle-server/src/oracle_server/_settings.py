@@ -116,9 +116,11 @@ class ServerSettings(CoreEnv):
     # so that a bad value is refused by every boot and the variable is documented.
     event_loop: Literal["uvloop", "asyncio"] = Field("uvloop", alias="EVENT_LOOP")
     # Set by ``oracle serve --workers N`` for the processes it starts, never by hand: the
-    # inherited sockets to the workers' hub and of the shared port, and this worker's index.
+    # inherited sockets to the workers' hub and of the shared port, the workers' load
+    # board, and this worker's index.
     worker_hub_fd: int | None = Field(None, alias="ORACLE_WORKER_HUB_FD", ge=0)
     worker_listen_fd: int | None = Field(None, alias="ORACLE_WORKER_LISTEN_FD", ge=0)
+    worker_load_fd: int | None = Field(None, alias="ORACLE_WORKER_LOAD_FD", ge=0)
     worker_index: int = Field(0, alias="ORACLE_WORKER_INDEX", ge=0)
     session_concurrency: Literal["enqueue", "reject"] = Field(
         "enqueue", alias="SESSION_CONCURRENCY_POLICY"

@@ -1,19 +1,14 @@
 """``oracle serve --workers N``: N processes serving one port, sharing one hub.
 
-The supervisor starts N copies of ``oracle serve``, each with a listening socket of its
-own on the port (``SO_REUSEPORT``) and one end of a socket pair to the hub this process
-holds (:mod:`oracle_server._workers.hub`). It boots no oracle of its own: its work is the
-hub, and starting, stopping and replacing workers.
+The supervisor starts N copies of ``oracle serve``, each inheriting the port's one
+listening socket, the workers' load board and one end of a socket pair to the hub this
+process holds (:mod:`oracle_server._workers.hub`). It boots no oracle of its own: its
+work is the hub, and starting, stopping and replacing workers.
 
-- The kernel spreads new connections over the workers' sockets by a hash of their
-  addresses. With one socket shared by all, every new connection woke every worker and
-  whichever woke first accepted all the connections then waiting: a burst of 64 went
-  42/22, and with 200 users at once the busier worker set the pace. A bound socket that
-  never listens holds the port while no worker does (the kernel gives connections only
-  to listening sockets).
-- The socket of a worker that dies is closed at once, so the kernel sends new
-  connections to the others while it is replaced (the few already queued on it, not yet
-  accepted, are reset); its replacement gets a new one.
+- Each worker accepts one connection at a time and lets a less busy worker take the next
+  (:mod:`oracle_server._workers.accept`): connections go to the worker holding the fewest.
+- A worker that dies stops accepting; the connections waiting on the socket are taken by
+  the others while it is replaced, and its slot on the board is marked absent.
 
 - It prints the banner once every worker serves; a worker that exits before that stops
   the others, and ``oracle serve`` exits with that worker's code (a bad setting fails
@@ -29,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
@@ -37,11 +33,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from oracle_server._workers.accept import LoadBoard
 from oracle_server._workers.hub import WorkerHub
 
 __all__ = ["WORKER_VARIABLES", "WorkerCommand", "supervise", "worker_env"]
 
-WORKER_VARIABLES = ("ORACLE_WORKER_INDEX", "ORACLE_WORKER_HUB_FD", "ORACLE_WORKER_LISTEN_FD")
+WORKER_VARIABLES = (
+    "ORACLE_WORKER_INDEX",
+    "ORACLE_WORKER_HUB_FD",
+    "ORACLE_WORKER_LISTEN_FD",
+    "ORACLE_WORKER_LOAD_FD",
+)
 """What the supervisor sets for each worker it starts."""
 
 logger = logging.getLogger("oracle.server.workers")
@@ -68,53 +70,42 @@ class WorkerCommand:
 
 
 _BACKLOG = 2048
-"""Each worker's listen backlog (the kernel caps it at ``somaxconn``)."""
+"""The port's listen backlog (the kernel caps it at ``somaxconn``)."""
 
 
-class _Port:
-    """The port the workers share: a bound socket that holds it, and one listener each."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self._anchor = self._bound(host, port)
-        self.host = host
-        self.port = int(self._anchor.getsockname()[1])
-
-    @staticmethod
-    def _bound(host: str, port: int) -> socket.socket:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            sock.bind((host, port))
-        except BaseException:
-            sock.close()
-            raise
-        return sock
-
-    def listener(self) -> socket.socket:
-        """A new listening socket on the port, for one worker to inherit."""
-        sock = self._bound(self.host, self.port)
+def _listening(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
         sock.listen(_BACKLOG)
-        return sock
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
-    def close(self) -> None:
-        self._anchor.close()
+
+@dataclass
+class _Shared:
+    """What every worker inherits: the port's listening socket and the load board."""
+
+    listener: socket.socket
+    board: LoadBoard
+
+    def descriptors(self) -> tuple[int, int]:
+        """Both descriptors, inheritable: every worker gets the same two."""
+        for fd in (self.listener.fileno(), self.board.fileno()):
+            os.set_inheritable(fd, True)
+        return self.listener.fileno(), self.board.fileno()
 
 
 class _Worker:
     def __init__(self, index: int) -> None:
         self.index = index
-        self.listener: socket.socket | None = None
         self.process: asyncio.subprocess.Process | None = None
         self.started = 0.0
         self.backoff = _RESTART_FIRST_SECONDS
         self.ready: asyncio.Event | None = None
-
-    def close_listener(self) -> None:
-        """Close this worker's listening socket (the kernel stops sending it connections)."""
-        if self.listener is not None:
-            self.listener.close()
-            self.listener = None
 
 
 async def supervise(
@@ -132,7 +123,7 @@ async def supervise(
     Returns:
         The exit status: 0 after a stop, else the code of a worker that failed to boot.
     """
-    shared = _Port(host, port)
+    shared = _Shared(_listening(host, port), LoadBoard.create(workers))
     hub = WorkerHub()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -153,26 +144,20 @@ async def supervise(
             loop.remove_signal_handler(sig)
         await _stop_all(slots, command.stop_seconds)
         await hub.aclose()
-        for slot in slots:
-            slot.close_listener()
-        shared.close()
+        shared.listener.close()
+        shared.board.close()
 
 
-async def _start(slot: _Worker, command: WorkerCommand, hub: WorkerHub, port: _Port) -> None:
-    if slot.listener is None:
-        slot.listener = port.listener()
-    listener = slot.listener
+async def _start(slot: _Worker, command: WorkerCommand, hub: WorkerHub, shared: _Shared) -> None:
+    listen_fd, load_fd = shared.descriptors()
     ours, theirs = socket.socketpair()
     env = {
         **command.env,
         "ORACLE_WORKER_INDEX": str(slot.index),
         "ORACLE_WORKER_HUB_FD": str(theirs.fileno()),
-        "ORACLE_WORKER_LISTEN_FD": str(listener.fileno()),
+        "ORACLE_WORKER_LISTEN_FD": str(listen_fd),
+        "ORACLE_WORKER_LOAD_FD": str(load_fd),
     }
-    # Inheritable only while its own worker is spawned: uvloop's spawn passes every
-    # inheritable descriptor on, and a worker holding another's socket would keep that
-    # socket's queue alive after its worker died.
-    listener.set_inheritable(True)
     try:
         slot.process = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -181,10 +166,9 @@ async def _start(slot: _Worker, command: WorkerCommand, hub: WorkerHub, port: _P
             "serve",
             *command.argv,
             env=env,
-            pass_fds=(theirs.fileno(), listener.fileno()),
+            pass_fds=(theirs.fileno(), listen_fd, load_fd),
         )
     finally:
-        listener.set_inheritable(False)
         theirs.close()
     slot.started = time.monotonic()
     slot.ready = (await hub.attach(ours))()
@@ -224,7 +208,7 @@ async def _keep_running(
     slots: Sequence[_Worker],
     command: WorkerCommand,
     hub: WorkerHub,
-    port: _Port,
+    shared: _Shared,
     stop: asyncio.Event,
 ) -> None:
     """Replace workers that die, until told to stop."""
@@ -237,7 +221,7 @@ async def _keep_running(
                 return
             for task in done:
                 slot = exits.pop(task)
-                slot.close_listener()  # new connections go to the other workers meanwhile
+                shared.board.absent(slot.index)  # the others stop deferring to it
                 served = time.monotonic() - slot.started
                 if served >= _HEALTHY_SECONDS:
                     slot.backoff = _RESTART_FIRST_SECONDS
@@ -254,7 +238,7 @@ async def _keep_running(
                 if stop.is_set():
                     return
                 slot.backoff = min(slot.backoff * 2, _RESTART_MAX_SECONDS)
-                await _start(slot, command, hub, port)
+                await _start(slot, command, hub, shared)
                 exits[asyncio.ensure_future(_exited(slot))] = slot
     finally:
         for task in (*exits, stopping):
