@@ -39,6 +39,17 @@ def rss_bytes(pids: Sequence[int], *, peak: bool = False) -> int:
     return total
 
 
+def pss_bytes(pids: Sequence[int]) -> int:
+    """Proportional memory of ``pids`` now, summed (``Pss`` in ``smaps_rollup``): a page
+    shared by several of them counts once in all, where ``rss_bytes`` counts it in each."""
+    total = 0
+    for pid in pids:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
 def descendants(pid: int) -> list[int]:
     """``pid`` and every process below it (a server that forks workers)."""
     children: dict[int, list[int]] = {}

@@ -43,6 +43,7 @@ from benchmarks._processes import (
     cpu_seconds,
     descendants,
     model_double,
+    pss_bytes,
     rss_bytes,
 )
 from benchmarks.server_throughput import ClientProcess, Run, TurnFn
@@ -245,6 +246,7 @@ async def measure(
             )
         results["peak_rss"] = {name: rss_bytes(pids[name], peak=True) for name in SIDES}
         results["rss"] = {name: rss_bytes(pids[name]) for name in SIDES}
+        results["pss"] = {name: pss_bytes(pids[name]) for name in SIDES}
         results["rounds"] = rounds
         results["workers"] = workers
     return results
@@ -290,6 +292,14 @@ def report(result: dict[str, Any]) -> str:
         f"  peak RSS after {last['sessions']} sessions: oracle {ours_mib:.0f} MiB,"
         f" LangGraph {theirs_mib:.0f} MiB = {ours_mib / theirs_mib:.2f}x (target <= 1.00x)"
     )
+    if "pss" in result and result.get("workers", 1) > 1:
+        # Summed peaks count the pages the workers share (code, libraries) once per process.
+        pss = {name: result["pss"][name] / 2**20 for name in SIDES}
+        lines.append(
+            f"  proportional memory (PSS) now: oracle {pss['oracle']:.0f} MiB,"
+            f" LangGraph {pss['langgraph']:.0f} MiB = {pss['oracle'] / pss['langgraph']:.2f}x"
+            " (shared pages counted once)"
+        )
     return "\n".join(lines)
 
 
