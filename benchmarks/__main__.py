@@ -50,6 +50,8 @@ def main() -> None:
     print(versus_langgraph.report(asyncio.run(versus_langgraph.measure(workers=2))))
     print()
     print(workers_scaling.report(asyncio.run(workers_scaling.measure())))
+    # Few sessions: the load generator and the model double leave the cores to the server.
+    print(workers_scaling.report(asyncio.run(workers_scaling.measure(sessions=4, turns=25))))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ turn is measured too (``rest``): with ``C`` cores, a server spending ``s`` ms a 
 the rest ``r`` ms, no deployment can run more than ``C / (s + r)`` turns a second. That
 rate over one worker's is the ceiling printed next to the ratio: what 2 workers could
 reach on this machine if CPU were the only limit.
+
+``make bench`` runs it twice: 50 sessions x 4 turns, where the load generator's share of
+the cores caps 2 workers near 1.45x one, and 4 sessions x 25 turns, where the rest costs
+little and the ratio shows how the two workers share the load.
 """
 
 from __future__ import annotations
