@@ -11,6 +11,7 @@ its run ``interrupted`` for the reader on the other worker, and is replaced.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -87,18 +88,22 @@ async def slow_llm() -> AsyncIterator[OpenAIDouble]:
         yield double
 
 
-@pytest.fixture
-async def workers(tmp_path: Path, slow_llm: OpenAIDouble) -> AsyncIterator[Workers]:
+@contextlib.asynccontextmanager
+async def started_workers(
+    data: Path, llm: OpenAIDouble, *, drain_seconds: int = 1
+) -> AsyncIterator[Workers]:
+    """``oracle serve --workers 2`` on ``data``, a client pinned to each worker; stopped
+    with ``SIGTERM`` after the block unless it ended already, and expected to exit 0."""
     port = free_port()
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "PYTHONPATH": str(SERVER_TESTS),
         "ORACLE_BACKEND": "local",
-        "SQLITE_DATABASE_PATH": str(tmp_path),
+        "SQLITE_DATABASE_PATH": str(data),
         "SESSION_CONCURRENCY_POLICY": "reject",
-        "SHUTDOWN_DRAIN_SECONDS": "1",
+        "SHUTDOWN_DRAIN_SECONDS": str(drain_seconds),
         **{k: v for k, v in os.environ.items() if k.startswith("COVERAGE_")},
-        **slow_llm.env(),
+        **llm.env(),
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -120,7 +125,7 @@ async def workers(tmp_path: Path, slow_llm: OpenAIDouble) -> AsyncIterator[Worke
     try:
         await wait_for_health(base_url, process)
         on = await pinned_clients(base_url, 2)
-        yield Workers(process, tmp_path, base_url, on)
+        yield Workers(process, data, base_url, on)
     finally:
         for client in on.values():
             await client.aclose()
@@ -129,6 +134,12 @@ async def workers(tmp_path: Path, slow_llm: OpenAIDouble) -> AsyncIterator[Worke
             async with asyncio.timeout(60):
                 await process.wait()
     assert process.returncode == 0
+
+
+@pytest.fixture
+async def workers(tmp_path: Path, slow_llm: OpenAIDouble) -> AsyncIterator[Workers]:
+    async with started_workers(tmp_path, slow_llm) as started:
+        yield started
 
 
 async def test_a_session_is_one_turn_at_a_time_and_rejoined_and_aborted_from_either_worker(
@@ -272,6 +283,49 @@ async def test_connections_held_open_are_split_evenly_between_the_workers(
     # 10 ms (a stuck worker must not stop the port), which a slow machine may reach, so
     # this allows a few beyond the slack of one. The kernel's hash went 119:74 at 200.
     assert min(counts.values()) >= 24, counts
+
+
+async def test_sigterm_lets_the_turn_streaming_on_each_worker_finish(
+    tmp_path: Path, slow_llm: OpenAIDouble
+) -> None:
+    # Each worker stops accepting, waits for its open connections (SHUTDOWN_DRAIN_SECONDS
+    # + 5 s), then drains its turns: a reply of a few seconds ends as it would have.
+    async with started_workers(tmp_path, slow_llm, drain_seconds=20) as started:
+        headers = auth_headers(Ed25519Signer.generate(), started.oracle_did)
+        body = {"message": "go", "stream": True}
+        sessions = [
+            (await client.post("/sessions", headers=headers)).json()["sessionId"]
+            for client in started.on.values()
+        ]
+        streaming: set[str] = set()  # sessions whose reply has begun
+
+        async def turn(client: httpx.AsyncClient, session: str) -> list[SseEvent]:
+            async with client.stream(
+                "POST", f"/messages/{session}", headers=headers, json=body
+            ) as response:
+
+                def until_done(seen: list[SseEvent]) -> bool:
+                    if any(e.event == "message" for e in seen):
+                        streaming.add(session)
+                    return seen[-1].event == "done"
+
+                return await read_until(response, until_done)
+
+        turns = [
+            asyncio.create_task(turn(client, session))
+            for client, session in zip(started.on.values(), sessions, strict=True)
+        ]
+        async with asyncio.timeout(30):
+            while len(streaming) < len(turns):  # noqa: ASYNC110 (the readers add to it)
+                await asyncio.sleep(0.01)
+        started.process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(60):
+            ended = await asyncio.gather(*turns)
+            assert await started.process.wait() == 0
+    for events in ended:
+        assert events[-1].event == "done"
+        assert events[-1].data["status"] == "finished"
+        assert text_of(events) == LONG_REPLY
 
 
 def proc_file(pid: int, name: str) -> str:

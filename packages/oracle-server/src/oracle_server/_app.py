@@ -84,7 +84,7 @@ class OracleApp:
         from hypercorn.config import Config
 
         config = Config()
-        config.bind = [f"{host}:{port}"]  # a worker of `--workers` accepts on its own
+        config.bind = [f"{host}:{port}"]  # unused by a worker of `--workers` (shared port)
         config.h11_max_incomplete_size = 64 * 1024
         # The server must hold an idle connection longer than its clients (and proxies)
         # do: when it closes first, a request the client sends on that connection at the
