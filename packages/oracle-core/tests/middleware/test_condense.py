@@ -206,3 +206,33 @@ def test_llm_context_windows_parses() -> None:
 
 def test_a_message_is_summary_text_only_when_it_says_so() -> None:
     assert not HumanMessage("hi").text.startswith(SUMMARY_HEADING)
+
+
+def test_a_stored_message_is_measured_again_whenever_what_it_holds_changed() -> None:
+    from oracle_core._middleware.condense import HistoryCondenserMiddleware, _byte_bound
+
+    condenser = HistoryCondenserMiddleware(window=WINDOW)
+    short = HumanMessage("short", id="m1")
+    assert condenser._bytes([short]) == _byte_bound([short])
+    tokens = condenser._size(short)
+    assert condenser._measures["m1"].tokens == tokens  # counted once, then kept
+
+    # The same id with other content: a new object, or the same list grown in place.
+    longer = HumanMessage("a much longer text " * 20, id="m1")
+    assert condenser._bytes([longer]) == _byte_bound([longer]) > _byte_bound([short])
+    assert condenser._size(longer) > condenser._size(short)
+    blocks = HumanMessage([{"type": "text", "text": "one"}], id="m2")
+    before = condenser._bytes([blocks])
+    blocks.content.append({"type": "text", "text": "two and more words"})  # type: ignore[union-attr]
+    assert condenser._bytes([blocks]) == _byte_bound([blocks]) > before
+
+    # A call added to an answer's tool calls in place.
+    answer = AIMessage("", id="m3", tool_calls=[{"name": "a", "args": {}, "id": "c1"}])
+    before = condenser._bytes([answer])
+    answer.tool_calls.append({"name": "b", "args": {"q": "x" * 50}, "id": "c2"})
+    assert condenser._bytes([answer]) == _byte_bound([answer]) > before
+
+    # Unstored messages (no id) are measured each time and never kept.
+    loose = HumanMessage("no id")
+    assert condenser._bytes([loose]) == _byte_bound([loose])
+    assert set(condenser._measures) == {"m1", "m2", "m3"}

@@ -30,7 +30,7 @@ __all__ = ["HistoryCondenserMiddleware", "HistorySummary", "reply_reserve"]
 
 _logger = logging.getLogger("oracle.condense")
 
-# Stored messages do not change, so their counts are kept between calls and turns.
+# Stored messages do not change, so their measures are kept between calls and turns.
 _SIZE_CACHE_ENTRIES = 100_000
 
 SUMMARY_HEADING = "Summary of the earlier conversation, which you can no longer see:"
@@ -80,12 +80,42 @@ def _summary_message(text: str) -> HumanMessage:
 
 def _byte_bound(messages: Sequence[AnyMessage]) -> int:
     """An upper bound of ``count_prompt_tokens(messages)``: a token is at least one byte."""
-    total = 0
-    for message in messages:
-        total += 4 + len(str(message.text).encode())
-        if isinstance(message, AIMessage):
-            total += sum(len(repr(call).encode()) for call in message.tool_calls)
+    return sum(_message_bytes(message) for message in messages)
+
+
+def _message_bytes(message: AnyMessage) -> int:
+    """:func:`_byte_bound` of one message."""
+    total = 4 + len(str(message.text).encode())
+    if isinstance(message, AIMessage):
+        total += sum(len(repr(call).encode()) for call in message.tool_calls)
     return total
+
+
+class _Measure:
+    """A stored message's byte bound and (once counted) tokens, with the field values
+    they were measured on."""
+
+    __slots__ = ("calls", "calls_length", "content", "kind", "length", "size", "tokens")
+
+    def __init__(self, message: AnyMessage, calls: Any) -> None:
+        self.kind = message.type
+        self.content = message.content
+        self.length = len(message.content)
+        self.calls = calls
+        self.calls_length = None if calls is None else len(calls)
+        self.size = _message_bytes(message)
+        self.tokens: int | None = None
+
+    def fits(self, message: AnyMessage, calls: Any) -> bool:
+        """Whether ``message`` still holds exactly what was measured: the same objects
+        (a thread's loads share its messages' field values, see ``_sqlite_saver``)."""
+        return (
+            self.content is message.content
+            and self.calls is calls
+            and self.kind == message.type
+            and self.length == len(message.content)
+            and self.calls_length == (None if calls is None else len(calls))
+        )
 
 
 def _tools_byte_bound(tools: Sequence[Any]) -> int:
@@ -142,7 +172,7 @@ class HistoryCondenserMiddleware(AgentMiddleware[CondensedState, Any]):
         self._window = window
         self._summarizer = summarizer
         self._windows = dict(windows or {})
-        self._sizes: OrderedDict[tuple[str, int, int], int] = OrderedDict()
+        self._measures: OrderedDict[str, _Measure] = OrderedDict()
 
     @property
     def name(self) -> str:
@@ -180,18 +210,36 @@ class HistoryCondenserMiddleware(AgentMiddleware[CondensedState, Any]):
         covered = set(ids[: ids.index(summary["through"]) + 1])
         return summary, [m for m in messages if m.id is None or m.id not in covered]
 
+    def _measure(self, message: AnyMessage) -> _Measure | None:
+        """The stored message's measure, made when missing or stale; ``None`` for one
+        with no id (not stored, measured each time)."""
+        if message.id is None:
+            return None
+        calls = message.tool_calls if isinstance(message, AIMessage) else None
+        measure = self._measures.get(message.id)
+        if measure is None or not measure.fits(message, calls):
+            measure = self._measures[message.id] = _Measure(message, calls)
+            if len(self._measures) > _SIZE_CACHE_ENTRIES:
+                self._measures.popitem(last=False)
+        return measure
+
+    def _bytes(self, messages: Sequence[AnyMessage]) -> int:
+        """:func:`_byte_bound` of ``messages``, remembered for stored messages: a long
+        thread's every model call would otherwise render and encode all of it again."""
+        total = 0
+        for message in messages:
+            measure = self._measure(message)
+            total += _message_bytes(message) if measure is None else measure.size
+        return total
+
     def _size(self, message: AnyMessage) -> int:
         """``count_prompt_tokens([message])``, remembered for stored messages."""
-        if message.id is None:
+        measure = self._measure(message)
+        if measure is None:
             return count_prompt_tokens([message])
-        calls = len(message.tool_calls) if isinstance(message, AIMessage) else 0
-        key = (message.id, len(str(message.text)), calls)
-        size = self._sizes.get(key)
-        if size is None:
-            size = self._sizes[key] = count_prompt_tokens([message])
-            if len(self._sizes) > _SIZE_CACHE_ENTRIES:
-                self._sizes.popitem(last=False)
-        return size
+        if measure.tokens is None:
+            measure.tokens = count_prompt_tokens([message])
+        return measure.tokens
 
     def _compose(
         self, request: ModelRequest[Any], summary: str | None, tail: Sequence[AnyMessage]
@@ -210,14 +258,15 @@ class HistoryCondenserMiddleware(AgentMiddleware[CondensedState, Any]):
         budget = window - reply_reserve(window)
         system = [request.system_message] if request.system_message is not None else []
         head = [_summary_message(previous)] if previous else []
-        if _byte_bound([*system, *head, *visible]) + _tools_byte_bound(request.tools) <= budget:
+        messages_bound = _byte_bound(head) + self._bytes(visible)
+        if _byte_bound(system) + messages_bound + _tools_byte_bound(request.tools) <= budget:
             # No text holds more tokens than bytes: most requests are measured without
             # the tokenizer, which is not even loaded until a request comes near its window.
             return composed, None
         await asyncio.to_thread(load_encoding)
         # Each part is counted once per call: a prompt's count is the sum of its parts'.
         base = count_prompt_tokens(system, request.tools)
-        if base + _byte_bound([*head, *visible]) <= budget:
+        if base + messages_bound <= budget:
             return composed, None
         sizes = [self._size(m) for m in visible]
         if base + count_prompt_tokens(head) + sum(sizes) <= budget:
