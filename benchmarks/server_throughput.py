@@ -473,7 +473,7 @@ def report(result: dict[str, Any]) -> str:
     def ratio(label: str, pooled: float, rounds: list[float]) -> str:
         return (
             f"  ratio HTTP / in-process, {label:<19} {pooled:.0%} "
-            f"(rounds {min(rounds):.0%}..{max(rounds):.0%}); target >= 50%"
+            f"(rounds {min(rounds):.0%}..{max(rounds):.0%}); target >= 80%"
         )
 
     def layer(label: str, name: str) -> str:

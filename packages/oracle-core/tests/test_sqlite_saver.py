@@ -167,6 +167,45 @@ async def test_it_reads_threads_langgraphs_saver_wrote(tmp_path: Path) -> None:
     assert len(continued) == 20
 
 
+async def test_reads_take_one_trip_each_and_match_langgraphs_saver(tmp_path: Path) -> None:
+    async with (
+        saver_at(tmp_path / "ours.sqlite") as ours,
+        saver_at(tmp_path / "stock.sqlite", AsyncSqliteSaver) as stock,
+    ):
+        await chat(ours, 4)
+        await chat(stock, 4)
+        trips: list[object] = []
+        execute: Any = ours.conn._execute
+
+        async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+            trips.append(fn)
+            return await execute(fn, *args, **kwargs)
+
+        ours.conn._execute = counted  # type: ignore[method-assign]
+        latest = await ours.aget_tuple(thread())
+        latest_trips = len(trips)
+        assert latest is not None
+        at = latest.config
+        history = await ours.aget_delta_channel_history(config=at, channels=["messages"])
+        history_trips = len(trips) - latest_trips
+        stock_latest = await stock.aget_tuple(thread())
+        assert stock_latest is not None
+        stock_history = await stock.aget_delta_channel_history(
+            config=stock_latest.config, channels=["messages"]
+        )
+
+    assert (latest_trips, history_trips) == (1, 1)
+    assert latest.checkpoint["channel_values"].keys() == (
+        stock_latest.checkpoint["channel_values"].keys()
+    )
+    assert latest.metadata == stock_latest.metadata
+    assert latest.pending_writes == stock_latest.pending_writes
+    [entry] = history.values()
+    [stock_entry] = stock_history.values()
+    assert [w[2] for w in entry["writes"]] == [w[2] for w in stock_entry["writes"]]
+    assert entry["seed"].value == stock_entry["seed"].value
+
+
 async def test_alist_and_get_tuple_hand_out_messages(saver: AsyncSqliteSaver) -> None:
     await chat(saver, 6)
 

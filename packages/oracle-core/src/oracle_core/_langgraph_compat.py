@@ -71,6 +71,7 @@ class PrivateName(NamedTuple):
 SUPPORTED_RANGES: dict[str, str] = {
     "langgraph": ">=1.2.13,<1.3",
     "langgraph-checkpoint": ">=4.1.0,<4.4",
+    "langgraph-checkpoint-sqlite": ">=3.1.0,<3.2",
     "langsmith": ">=0.14.9,<0.16",
     "langchain": ">=1.3.15,<2",
     "langchain-core": ">=1.0,<2",
@@ -160,11 +161,18 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         " which override it",
     ),
     PrivateName(
+        "langgraph-checkpoint-sqlite",
+        "langgraph.checkpoint.sqlite",
+        "SqliteSaver._has_task_path",
+        "oracle_core._sqlite_saver.MessageStoreSqliteSaver._twin, which gives the sync saver"
+        " that runs its reads in one trip what the async saver's setup found",
+    ),
+    PrivateName(
         "aiosqlite",
         "aiosqlite",
         "Connection._execute",
         "oracle_core._sqlite_connection.PooledConnection, which overrides it (every call of"
-        " a connection goes through it), and the one-trip writes that call it",
+        " a connection goes through it), and the one-trip reads and writes that call it",
     ),
     PrivateName(
         "aiosqlite",
@@ -183,10 +191,11 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
 """Every private name of a dependency that oracle-core uses.
 
 Nine are imported below (LangSmith's and the OpenAI SDK's on first use). The msgpack ext
-hook is an instance attribute, read and replaced only by the functions below. The last
-five are members oracle-core's subclasses override (LangChain's documented
-``BaseTool._run``/``_arun`` and ``BaseChatModel._generate`` extension points are not
-listed); nothing imports them, so only the test watches them.
+hook is an instance attribute, read and replaced only by the functions below.
+``SqliteSaver._has_task_path`` is a flag that the async saver's setup sets and the sync
+saver's reads consult. The last five are members oracle-core's subclasses override
+(LangChain's documented ``BaseTool._run``/``_arun`` and ``BaseChatModel._generate``
+extension points are not listed); nothing imports them, so only the test watches them.
 """
 
 _BY_PATH = {entry.path: entry for entry in PRIVATE_NAMES}

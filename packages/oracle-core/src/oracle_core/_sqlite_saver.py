@@ -18,18 +18,22 @@ never a run's own objects; each load gets its own shallow copies (``copy_message
 message objects whose field values (content, tool calls, metadata dicts) are shared with
 the cache, which LangChain and LangGraph treat as values.
 
-Everything else is ``AsyncSqliteSaver``'s: tables, queries, the delta walk. Databases it
+Everything else is LangGraph's: tables, queries, the delta walk. Writes are
+``AsyncSqliteSaver``'s rows committed in one trip to the connection's thread; the latest
+checkpoint and the delta history are read by LangGraph's synchronous ``SqliteSaver`` on
+that thread, also in one trip, where the async saver makes one per cursor step. Databases it
 wrote need it to read their snapshots back (LangGraph's own saver would hand the digest
 list to the channel); it reads databases LangGraph's saver wrote.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sqlite3
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from importlib.metadata import version
 from typing import Any
 
@@ -44,6 +48,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
     get_checkpoint_metadata,
 )
+from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from oracle_core._langgraph_compat import DeltaSnapshot
@@ -147,6 +152,15 @@ def _write_and_commit(db: sqlite3.Connection, statements: Sequence[_Statement]) 
         raise
 
 
+def _fetch_all(db: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[Any]:
+    """Every row of ``sql``, on the connection's own thread."""
+    cursor = db.execute(sql, params)
+    try:
+        return cursor.fetchall()
+    finally:
+        cursor.close()
+
+
 def _is_refs(value: Any) -> bool:
     return isinstance(value, dict) and len(value) == 1 and isinstance(value.get(_REFS), list)
 
@@ -155,6 +169,7 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
     """``AsyncSqliteSaver`` that stores the messages of delta snapshots once per thread."""
 
     _messages_ready = False
+    _sync_twin: SqliteSaver | None = None
 
     def __init__(self, conn: Any, *, serde: Any = None) -> None:
         super().__init__(conn, serde=serde)
@@ -313,12 +328,12 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
         known = {d: m for d in set(digests) if (m := _decoded.get((owner, d))) is not None}
         wanted = sorted(set(digests) - known.keys())
         if wanted:
-            await self.setup()
-            async with (
-                self.lock,
-                self.conn.execute(_SELECT, (thread_id, ns, json.dumps(wanted))) as cursor,
-            ):
-                rows = await cursor.fetchall()
+            rows = await self._on_thread(
+                _fetch_all,
+                db=self.conn._conn,
+                sql=_SELECT,
+                params=(thread_id, ns, json.dumps(wanted)),
+            )
             for digest, type_, value in rows:
                 known[digest] = message = self.serde.loads_typed((type_, value))
                 _decoded.put((owner, digest), message, len(value))
@@ -346,8 +361,36 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
             resolved[name] = DeltaSnapshot(await self._messages(thread_id, ns, digests))
         return saved._replace(checkpoint={**saved.checkpoint, "channel_values": resolved})
 
+    def _twin(self) -> SqliteSaver:
+        """LangGraph's synchronous saver over this connection's ``sqlite3`` handle.
+
+        Its reads are the async saver's, statement for statement; run on the connection's
+        own thread (``_on_thread``), each is one trip instead of one per cursor step.
+        """
+        twin = self._sync_twin
+        if twin is None or twin.serde is not self.serde:
+            twin = SqliteSaver(self.conn._conn, serde=self.serde)
+            twin.is_setup = True  # `setup` ran (or was assumed) on this saver
+            twin.serde = self.serde
+            self._sync_twin = twin
+        twin._has_task_path = self._has_task_path
+        return twin
+
+    async def _on_thread(self, read: Callable[..., Any], **kwargs: Any) -> Any:
+        """Run ``read`` (a method of ``_twin()``) on the connection's thread, in one trip.
+
+        LangGraph's async reads await the cursor, the execute, each batch of rows and the
+        close one by one: loading a thread's latest checkpoint and its message history
+        took nine trips, each a hop through the connection's queue and a wake-up of the
+        event loop. The lock orders it with every other use of the saver, as theirs does.
+        """
+        await self.setup()
+        async with self.lock:
+            return await self.conn._execute(functools.partial(read, **kwargs))  # type: ignore[no-untyped-call]
+
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._resolved(await super().aget_tuple(config))
+        saved = await self._on_thread(self._twin().get_tuple, config=config)
+        return await self._resolved(saved)
 
     async def alist(
         self,
@@ -379,7 +422,11 @@ class MessageStoreSqliteSaver(AsyncSqliteSaver):
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        history = await super().aget_delta_channel_history(config=config, channels=channels)
+        if not channels:
+            return {}
+        history: Mapping[str, DeltaChannelHistory] = await self._on_thread(
+            self._twin().get_delta_channel_history, config=config, channels=list(channels)
+        )
         seeds = {
             name: entry["seed"].value[_REFS]
             for name, entry in history.items()

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import ModelRequest, ModelResponse, ToolCallRequest
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.tools import StructuredTool, tool
+from langgraph.prebuilt import InjectedState
 from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.types import Command
 from pydantic import BaseModel, Field, ValidationError
@@ -91,6 +92,40 @@ async def test_injected_runtime_argument_is_not_required_from_the_model() -> Non
     assert answer.status == "success"
     assert answer.text == "3"
     assert RUNS == ["count_words:c9"]
+
+
+class NoteArgs(BaseModel):
+    text: str
+    state: Annotated[dict[str, Any], InjectedState]
+
+
+def note_tool() -> StructuredTool:
+    """A new tool object over one shared schema, as a per-turn tool is built each turn."""
+
+    def note(text: str, state: dict[str, Any]) -> str:
+        RUNS.append(f"note:{text}:{len(state['messages'])}")
+        return "noted"
+
+    return StructuredTool.from_function(note, description="Keep a note.", args_schema=NoteArgs)
+
+
+async def test_each_new_tool_object_over_a_shared_schema_gets_its_injected_fields() -> None:
+    RUNS.clear()
+    for text in ("first", "second"):
+        model = ScriptedChatModel([call_tool("note", {"text": text}, id="n1"), "done"])
+        graph: Any = create_agent(model, [note_tool()], middleware=[ToolValidationMiddleware()])
+        result = await graph.ainvoke({"messages": [("user", "note it")]})
+        [answer] = tool_messages(result["messages"])
+        assert answer.status == "success"
+
+    model = ScriptedChatModel([call_tool("note", {}, id="n2"), "sorry"])
+    graph = create_agent(model, [note_tool()], middleware=[ToolValidationMiddleware()])
+    result = await graph.ainvoke({"messages": [("user", "note it")]})
+    [error] = tool_messages(result["messages"])
+    assert error.status == "error"
+    assert "text: Field required" in error.text
+    assert "state" not in error.text
+    assert RUNS == ["note:first:2", "note:second:2"]
 
 
 async def test_skipped_tool_messages_leave_the_model_request_but_stay_in_state() -> None:

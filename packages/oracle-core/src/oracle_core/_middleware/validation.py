@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -46,8 +47,37 @@ def _invalid_arguments_message(tool_name: str, problems: Sequence[str]) -> str:
     )
 
 
+# Injected fields by argument schema, for tools whose call schema follows from it alone.
+_INJECTED_BY_SCHEMA: weakref.WeakKeyDictionary[type[BaseModel], frozenset[str]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _schema_decides(tool: BaseTool) -> bool:
+    """Whether ``tool``'s call schema is LangChain's, derived from ``args_schema`` only."""
+    kind = type(tool)
+    return (
+        kind.get_input_schema is BaseTool.get_input_schema
+        and kind.tool_call_schema is BaseTool.tool_call_schema
+    )
+
+
 def _injected_fields(tool: BaseTool, schema: type[BaseModel]) -> frozenset[str]:
-    """Fields of ``schema`` the tool node injects rather than the model."""
+    """Fields of ``schema`` the tool node injects rather than the model.
+
+    Per-turn tools are new objects each turn, so LangChain's memo of the call schema (per
+    tool object) never hits for them; where the schema alone decides, the answer is kept
+    per schema class instead.
+    """
+    if not _schema_decides(tool):
+        return _derive_injected(tool, schema)
+    known = _INJECTED_BY_SCHEMA.get(schema)
+    if known is None:
+        known = _INJECTED_BY_SCHEMA[schema] = _derive_injected(tool, schema)
+    return known
+
+
+def _derive_injected(tool: BaseTool, schema: type[BaseModel]) -> frozenset[str]:
     names = set(_ALWAYS_INJECTED)
     try:
         call_schema = tool.tool_call_schema
