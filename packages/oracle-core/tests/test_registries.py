@@ -341,6 +341,7 @@ async def test_a_plugin_middleware_named_like_a_framework_one_fails_boot(reserve
 
 def test_the_reserved_middleware_names_are_the_framework_ones() -> None:
     assert RESERVED_MIDDLEWARE_NAMES == (
+        "tool-policy",
         "capability-gate",
         "tool-validation",
         "tool-repetition-guard",

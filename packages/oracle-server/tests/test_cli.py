@@ -57,7 +57,11 @@ async def test_token_is_a_valid_auth_invocation_for_the_local_oracle(
 
 
 def test_inspect_prints_plugins_prompt_tokens_and_routes(tmp_path: Path) -> None:
-    env = {**local_env(tmp_path), "PYTHONPATH": str(Path(__file__).parent)}
+    env = {
+        **local_env(tmp_path),
+        "PYTHONPATH": str(Path(__file__).parent),
+        "ORACLE_TOOL_POLICY": 'deny = ["secret_*"]\napproval_required = ["memory-engine__*"]',
+    }
     done = subprocess.run(
         [sys.executable, "-m", "oracle_server._cli", "inspect", "--app", "cli_app:create_app"],
         env={**env, "PATH": "/usr/bin:/bin"},
@@ -72,6 +76,9 @@ def test_inspect_prints_plugins_prompt_tokens_and_routes(tmp_path: Path) -> None
     assert "System prompt tokens per section" in done.stdout
     assert "identity" in done.stdout
     assert "total" in done.stdout
+    assert "Tool policy" in done.stdout
+    assert "  deny: secret_*" in done.stdout
+    assert "  approval required: memory-engine__* + every destructive tool" in done.stdout
 
 
 async def test_chat_stream_shows_text_and_tool_calls(

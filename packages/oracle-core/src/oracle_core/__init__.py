@@ -66,6 +66,7 @@ from oracle_core._middleware import (
     ToolValidationMiddleware,
 )
 from oracle_core._plugin import HOOK_NAMES, OraclePlugin, define_oracle_plugin, not_a_hook
+from oracle_core._policy import ToolPolicy, ToolVerdict, parse_tool_policy
 from oracle_core._prompt import (
     DEFAULT_OPERATIONAL_MODE,
     PROMPT_SLOTS,
@@ -242,9 +243,11 @@ __all__ = [
     "Stability",
     "SystemPrompt",
     "ToolInfo",
+    "ToolPolicy",
     "ToolRepetitionGuardMiddleware",
     "ToolRetryMiddleware",
     "ToolValidationMiddleware",
+    "ToolVerdict",
     "ToolView",
     "TurnRequest",
     "UcanAccessor",
@@ -267,6 +270,7 @@ __all__ = [
     "hookimpl",
     "inline_prompt_value",
     "not_a_hook",
+    "parse_tool_policy",
     "plugin_tool",
     "route_context",
     "sub_agent_tool_name",

@@ -185,6 +185,7 @@ class AgentBuilder:
             emit=Emitter(services.events, turn.session, turn.user.did),
             shared=shared,
             abort_signal=turn.abort_signal or AbortSignal(),
+            tool_policy=rt.tool_policy,
             _scope=_Scope(rt.plugin_configs, rt.logger),
         )
         return ctx.with_state(state)
@@ -451,6 +452,8 @@ class AgentBuilder:
             stamp = time_line(user.timezone, user.current_time, now)
             day = date_line(user.timezone, user.current_time, now)
             for spec in subs:
+                if rt.tool_policy.denies(spec.tool_name):
+                    continue  # never bound, like a denied tool (§20.1)
                 try:
                     resolved = resolve_sub_agent(spec, entry.name, scoped)
                 except Exception:
@@ -482,7 +485,10 @@ class AgentBuilder:
         views: list[ToolView] = []
         default_vis = entry.manifest.visibility
         on_demand = False
+        policy = self.rt.tool_policy
         for tool in plugin_tools:
+            if policy.denies(tool.name):
+                continue  # never bound: the model never sees it (§20.1)
             adapter, is_static = self.rt.tool_adapter(entry.name, entry.manifest.title, tool)
             binding.adapters.append(adapter)
             if is_static:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from oracle_core._errors import EnvValidationError, OracleBootError, OracleConfigError
+from oracle_core._policy import ToolPolicy, parse_tool_policy
 from oracle_core._tools import MODEL_ROLES
 
 __all__ = [
@@ -71,6 +72,8 @@ class OracleConfig(BaseModel):
     org: str | None = None
     description: str | None = None
     prompt: OraclePromptConfig = OraclePromptConfig()
+    tool_policy: ToolPolicy = ToolPolicy()
+    """Which tools may run, and which only with approval (``ORACLE_TOOL_POLICY`` replaces it)."""
 
     @field_validator("name")
     @classmethod
@@ -163,6 +166,7 @@ class CoreEnv(BaseModel):
     langsmith_api_key: str | None = Field(None, alias="LANGSMITH_API_KEY")
     langsmith_project: str | None = Field(None, alias="LANGSMITH_PROJECT")
     langsmith_endpoint: str | None = Field(None, alias="LANGSMITH_ENDPOINT")
+    oracle_tool_policy: str = Field("", alias="ORACLE_TOOL_POLICY")
 
     @field_validator("openai_compatible_base_url")
     @classmethod
@@ -170,6 +174,21 @@ class CoreEnv(BaseModel):
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value
+
+    @field_validator("oracle_tool_policy")
+    @classmethod
+    def _tool_policy(cls, value: str) -> str:
+        if value.strip():
+            parse_tool_policy(value)
+        return value
+
+    def tool_policy(self, configured: ToolPolicy) -> ToolPolicy:
+        """``ORACLE_TOOL_POLICY`` when set (it replaces the host's), else ``configured``."""
+        return (
+            parse_tool_policy(self.oracle_tool_policy)
+            if self.oracle_tool_policy.strip()
+            else configured
+        )
 
     @field_validator("openai_compatible_role_models")
     @classmethod

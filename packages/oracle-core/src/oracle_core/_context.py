@@ -16,6 +16,7 @@ from langchain_core.messages import AnyMessage
 from pydantic import BaseModel
 from typing_extensions import TypeVar
 
+from oracle_core._policy import ToolPolicy
 from oracle_core._services import (
     BlobStore,
     EventSink,
@@ -283,8 +284,15 @@ class RuntimeContext(PluginContext[ConfigT]):
     shared: SharedState | None = None
     abort_signal: AbortSignal = field(default_factory=AbortSignal)
     tool_call_id: str | None = None
+    tool_policy: ToolPolicy = field(default_factory=ToolPolicy)
     _scope: _Scope | None = field(default=None, repr=False, compare=False)
     _turn: TurnBindings | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def data_scope(self) -> Mapping[str, Any]:
+        """The read scope the tool policy sets for this context's plugin (plugins spec
+        §20.1 ``data_scopes``); empty when it sets none or the context is not scoped."""
+        return self.tool_policy.data_scope(self.plugin_name) if self.plugin_name else {}
 
     def for_plugin(self, name: str) -> RuntimeContext[Any]:
         """The same context scoped to plugin ``name`` (its logger and config)."""

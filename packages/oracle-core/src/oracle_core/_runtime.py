@@ -47,6 +47,7 @@ from oracle_core._hookcall import MISSING, HookCaller
 from oracle_core._hooks import MainAgentHooks
 from oracle_core._middleware.chain import fold_wrap_only
 from oracle_core._plugin import OraclePlugin, check_plugin_object
+from oracle_core._policy import ToolPolicy
 from oracle_core._providers import ProviderLLM, check_provider
 from oracle_core._registries import AuthExcludedRoute, Registries
 from oracle_core._resolution import (
@@ -161,6 +162,8 @@ class OracleRuntime:
     plugin_middleware: list[Any]
     framework_middleware: list[Any]
     framework_chain: list[Any]
+    tool_policy: ToolPolicy
+    """The effective tool policy (``ORACLE_TOOL_POLICY``, else ``OracleConfig.tool_policy``)."""
 
     @property
     def config(self) -> Mapping[str, Any]:
@@ -215,6 +218,30 @@ class OracleRuntime:
             return cached, True
         return PluginToolAdapter.from_plugin_tool(tool, owner=owner, title=title), False
 
+    def tool_policy_report(self) -> dict[str, Any]:
+        """The effective tool policy: its rules, and what they decide for boot-time tools.
+
+        ``denied`` and ``approval_required`` map each boot-time tool (and sub-agent
+        wrapper) the policy touches to the rule that decided; request-time tools are
+        decided the same way when a turn binds them. The meta-tools are outside it.
+        """
+        denied: dict[str, str] = {}
+        approval: dict[str, str] = {}
+        for entry in self.booted:
+            named = [(t.name, t.effect) for t in entry.tools]
+            named += [(s.tool_name, None) for s in entry.sub_agents]
+            for name, effect in named:
+                verdict = self.tool_policy.verdict(name, effect)
+                if verdict.action == "deny":
+                    denied[name] = verdict.rule or ""
+                elif verdict.action == "approve":
+                    approval[name] = verdict.rule or ""
+        return {
+            "rules": self.tool_policy.rules(),
+            "denied": denied,
+            "approval_required": approval,
+        }
+
     def _framework_middleware(self) -> list[Any]:
         """The framework middleware, in order (CORE-76); shared by every compiled agent.
 
@@ -228,11 +255,13 @@ class OracleRuntime:
             HistoryCondenserMiddleware,
             PageContextMiddleware,
             SafetyGuardrailMiddleware,
+            ToolPolicyMiddleware,
             ToolRepetitionGuardMiddleware,
             ToolValidationMiddleware,
         )
 
         middleware: list[Any] = [
+            ToolPolicyMiddleware(self.tool_policy, exempt={a.name for a in self.meta_adapters}),
             CapabilityGateMiddleware(),
             ToolValidationMiddleware(self.hooks.validation_skip_tool_names),
             ToolRepetitionGuardMiddleware(),
@@ -336,6 +365,7 @@ class OracleRuntime:
         if inputs.check_llm:
             self._check_llm_provider(require=inputs.require_llm)
         self.identity = build_identity(inputs.config, self.composed)
+        self.tool_policy = self.composed.core.tool_policy(inputs.config.tool_policy)
         services = inputs.services
         if services is not None and not callable(services):
             self.ambient = services  # built by the caller, who closes it

@@ -200,7 +200,11 @@ class SubAgentToolAdapter(BaseTool):
     ) -> tuple[str, list[BaseMessage]]:
         from langchain.agents import create_agent
 
-        from oracle_core._middleware import CurrentTimeMiddleware, wrap_plugin_middleware
+        from oracle_core._middleware import (
+            CurrentTimeMiddleware,
+            ToolPolicyMiddleware,
+            wrap_plugin_middleware,
+        )
         from oracle_core._middleware.chain import fold_wrap_only
 
         resolved = self.resolved
@@ -208,11 +212,16 @@ class SubAgentToolAdapter(BaseTool):
         if ctx.llm is None:
             raise RuntimeError("no model accessor in this context")
         model = ctx.llm.get(spec.model)
+        # The tool policy holds here as on the main agent (§20.1): denied tools are not
+        # bound, and the policy middleware runs first.
+        policy = ctx.tool_policy
         tools = [
             PluginToolAdapter.from_plugin_tool(t, owner=resolved.owner, title=None)
             for t in resolved.tools
+            if not policy.denies(t.name)
         ]
-        middleware = [wrap_plugin_middleware(resolved.owner, m) for m in spec.middlewares]
+        middleware: list[Any] = [ToolPolicyMiddleware(policy)]
+        middleware += [wrap_plugin_middleware(resolved.owner, m) for m in spec.middlewares]
         middleware.append(CurrentTimeMiddleware(self.time_line or None))
         window = context_window(spec.model, model, self.windows)
         middleware.append(

@@ -177,4 +177,4 @@ async def test_the_runtime_builds_agents_with_its_framework_middleware_folded() 
         names = [m.name for m in rt.runtime.framework_chain]
     # page-context and safety-guardrail have node hooks and stay on their own.
     reserved = RESERVED_MIDDLEWARE_NAMES
-    assert names == ["+".join(reserved[:4]), *reserved[4:6], "+".join(reserved[6:])]
+    assert names == ["+".join(reserved[:5]), *reserved[5:7], "+".join(reserved[7:])]

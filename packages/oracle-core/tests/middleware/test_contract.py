@@ -318,6 +318,7 @@ def test_boot_check_accepts_contract_keepers(middleware: AgentMiddleware[Any, An
 
 def test_reserved_names_are_the_framework_middleware_in_order() -> None:
     assert RESERVED_MIDDLEWARE_NAMES == (
+        "tool-policy",
         "capability-gate",
         "tool-validation",
         "tool-repetition-guard",

@@ -422,3 +422,21 @@ async def test_a_store_failure_is_an_error_object_not_an_exception(
     }
     assert "memory tool add_memory failed: ProgrammingError" in caplog.text
     assert "secret" not in caplog.text
+
+
+async def test_the_tool_policys_data_scope_narrows_every_search(
+    embedded_runtime: RuntimeFactory,
+) -> None:
+    oracle_only = json.dumps({"dataScopes": {"memory": {"knowledge_level": "oracle"}}})
+    query = {"query": "Lisbon", "knowledge_level": "both"}
+    async with embedded_runtime(user=ADA) as rt:
+        await rt.invoke_tool(
+            "memory-engine__add_memory", {"name": "Home", "content": "I live in Lisbon."}
+        )
+        unscoped = data(await rt.invoke_tool("memory-engine__search_memory_engine", query))
+    async with embedded_runtime(user=ADA, config={"ORACLE_TOOL_POLICY": oracle_only}) as rt:
+        scoped = data(await rt.invoke_tool("memory-engine__search_memory_engine", query))
+
+    assert [f["fact"] for f in unscoped["facts"]] == ["I live in Lisbon."]
+    # The scope reads the oracle's knowledge only, whatever the model asked for.
+    assert scoped["facts"] == []

@@ -269,3 +269,20 @@ async def test_ingestion_can_be_turned_off(
     async with remote_runtime(model=ScriptedChatModel(["ok"])) as rt:
         [booted] = [b for b in rt.runtime.booted if b.name == "memory"]
         assert [m.name for m in booted.middlewares] == ["memory-history-ingestion"]
+
+
+async def test_the_tool_policys_data_scope_narrows_the_engines_searches(
+    remote_runtime: RuntimeFactory,
+) -> None:
+    oracle_only = json.dumps({"dataScopes": {"memory": {"knowledge_level": "oracle"}}})
+    query = {"query": "vegetarian", "knowledge_level": "both"}
+    async with remote_runtime() as rt:
+        await rt.invoke_tool(
+            "memory-engine__add_memory", {"name": "Diet", "content": "Ada is vegetarian"}
+        )
+        unscoped = json.loads(await rt.invoke_tool("memory-engine__search_memory_engine", query))
+    async with remote_runtime(config={"ORACLE_TOOL_POLICY": oracle_only}) as rt:
+        scoped = json.loads(await rt.invoke_tool("memory-engine__search_memory_engine", query))
+
+    assert [f["fact"] for f in unscoped["facts"]] == ["Ada is vegetarian"]
+    assert scoped["facts"] == []

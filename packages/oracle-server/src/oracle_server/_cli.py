@@ -254,6 +254,24 @@ def model_status(settings: ServerSettings) -> str:
     return f"Model: {settings.llm_provider}"
 
 
+def print_tool_policy(report: Mapping[str, Any]) -> None:
+    """The effective tool policy (``OracleRuntime.tool_policy_report``), as ``inspect``
+    prints it."""
+    rules = report["rules"]
+    print("Tool policy")
+    print(f"  allow: {', '.join(rules['allow']) or '(none)'}")
+    print(f"  deny: {', '.join(rules['deny']) or '(none)'}")
+    required = ", ".join(rules["approval_required"]) or "(none)"
+    destructive = " + every destructive tool" if rules["approve_destructive"] else ""
+    print(f"  approval required: {required}{destructive}")
+    if rules["data_scopes"]:
+        print(f"  data scopes: {json.dumps(rules['data_scopes'], sort_keys=True)}")
+    for name, rule in report["denied"].items():
+        print(f"  - {name}: denied ({rule})")
+    for name, rule in report["approval_required"].items():
+        print(f"  ? {name}: needs approval ({rule})")
+
+
 async def _inspect(args: argparse.Namespace) -> None:
     from oracle_core import SessionInfo, TurnRequest, UserInfo
 
@@ -294,6 +312,7 @@ async def _inspect(args: argparse.Namespace) -> None:
             # The build opened a user database for its made-up user; inspecting stores nothing.
             if isinstance(app.state.checkpointers, UserDatabases):
                 await app.state.checkpointers.remove_user(INSPECT_USER)
+        print_tool_policy(app.runtime.tool_policy_report())
         print("Routes")
         for route in app.state.runtime.routes:
             print(f"  {route[0]}: {getattr(route[1], 'path', route[1])}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
@@ -182,7 +183,11 @@ async def test_the_served_document_is_valid_openapi_3_1(boot: Client) -> None:
 
     validate(document)  # raises on any violation of the 3.1 schema
     assert document["openapi"] == "3.1.0"
-    assert document["info"] == {"title": "Docs Oracle", "version": "0.1.0"}
+    info = document["info"]
+    assert (info["title"], info["version"]) == ("Docs Oracle", "0.1.0")
+    # The effective tool policy (here the default) is published with the document.
+    assert info["x-oracle-tool-policy"]["rules"]["allow"] == ["*"]
+    assert info["description"].startswith("### Tool policy")
     assert not has_key(document, "$defs"), "pydantic definitions must move to components"
     schemas = document["components"]["schemas"]
     for ref in all_refs(document):
@@ -191,6 +196,19 @@ async def test_the_served_document_is_valid_openapi_3_1(boot: Client) -> None:
     docs_json = await client.get("/docs/json")
     assert docs_json.status_code == 200
     assert docs_json.json() == document
+
+
+async def test_the_document_shows_the_effective_tool_policy(boot: Client) -> None:
+    rules = {"deny": ["frontend_*"], "approvalRequired": ["memory-engine__*"]}
+    _, client = await boot(ORACLE_TOOL_POLICY=json.dumps(rules))
+    document = await fetch_document(client)
+
+    policy = document["info"]["x-oracle-tool-policy"]
+    assert policy["rules"]["deny"] == ["frontend_*"]
+    assert policy["rules"]["approval_required"] == ["memory-engine__*"]
+    summary = document["info"]["description"]
+    assert "- deny: `frontend_*`" in summary
+    assert "- approval required: `memory-engine__*` and every destructive tool" in summary
 
 
 async def test_every_builtin_route_and_method_is_listed(boot: Client) -> None:

@@ -1,6 +1,7 @@
 """The framework middleware of the main agent and the contract for plugin middleware.
 
-``create_agent`` receives them in the order of CORE-76: ``capability-gate``,
+``create_agent`` receives them in the order of CORE-76, after ``tool-policy`` (plugins spec
+§20.1, which refuses calls to denied tools): ``capability-gate``,
 ``tool-validation``, ``tool-repetition-guard``, ``tool-retry``, then ``page-context`` and
 ``safety-guardrail`` when their host hooks are set, then ``current-time`` and
 ``history-condenser``, then plugin
@@ -20,6 +21,7 @@ from oracle_core._middleware.contract import (
 from oracle_core._middleware.current_time import CurrentTimeMiddleware
 from oracle_core._middleware.gate import CapabilityGateMiddleware
 from oracle_core._middleware.page_context import PageContextMiddleware
+from oracle_core._middleware.policy import ToolPolicyMiddleware
 from oracle_core._middleware.repetition import ToolRepetitionGuardMiddleware
 from oracle_core._middleware.retry import EffectAwareToolRetryMiddleware, ToolRetryMiddleware
 from oracle_core._middleware.safety import DEFAULT_REFUSAL, SafetyGuardrailMiddleware
@@ -35,6 +37,7 @@ __all__ = [
     "HistorySummary",
     "PageContextMiddleware",
     "SafetyGuardrailMiddleware",
+    "ToolPolicyMiddleware",
     "ToolRepetitionGuardMiddleware",
     "ToolRetryMiddleware",
     "ToolValidationMiddleware",

@@ -17,6 +17,7 @@ __all__ = [
 ]
 
 RESERVED_MIDDLEWARE_NAMES: tuple[str, ...] = (
+    "tool-policy",
     "capability-gate",
     "tool-validation",
     "tool-repetition-guard",

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from oracle_core import PluginTool, RuntimeContext
 from oracle_plugins.memory._names import prefixed, tool_effect
+from oracle_plugins.memory._scope import scoped_knowledge_level
 from oracle_plugins.memory._slots import RECENT_DAYS
 from oracle_plugins.memory._store import EmbeddedMemoryStore
 
@@ -134,7 +135,7 @@ def build_embedded_tools(
             user_did=rt_ctx.user.did,
             oracle_did=oracle_did,
             oracle_owner=owner_space(rt_ctx) is not None,
-            knowledge_level=args.knowledge_level,
+            knowledge_level=scoped_knowledge_level(args.knowledge_level, rt_ctx.data_scope),
             limit=args.max_results,
             since=since,
             newest_first=recent,

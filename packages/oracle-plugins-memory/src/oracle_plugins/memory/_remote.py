@@ -17,6 +17,7 @@ from oracle_plugins.memory._mcp import (
     render_result,
 )
 from oracle_plugins.memory._names import prefixed, tool_effect
+from oracle_plugins.memory._scope import scoped_knowledge_level
 from oracle_plugins.memory._slots import batch_request
 
 __all__ = ["RemoteBackend"]
@@ -68,9 +69,14 @@ class RemoteBackend:
 
     def _tool(self, definition: ToolDefinition) -> PluginTool:
         mcp, auth, wire = self.mcp, self.auth, definition.name
+        properties = definition.input_schema.get("properties")
+        leveled = isinstance(properties, dict) and "knowledge_level" in properties
 
         async def call(args: Any, rt_ctx: RuntimeContext[Any]) -> Any:
             payload = args.model_dump() if isinstance(args, BaseModel) else dict(args)
+            if leveled and rt_ctx.data_scope:
+                requested = str(payload.get("knowledge_level") or "both")
+                payload["knowledge_level"] = scoped_knowledge_level(requested, rt_ctx.data_scope)
             headers = await auth.headers(rt_ctx)
             if isinstance(headers, AuthFailure):
                 rt_ctx.logger.warning("memory tool %s not called: %s", wire, headers.reason)

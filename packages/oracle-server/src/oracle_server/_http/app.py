@@ -144,6 +144,7 @@ def build_http_app(
         exclusions=exclusions,
         extra_routes=[*(("host", route) for route in host_routes), *runtime.routes],
         asset_base_url=settings.docs_asset_base_url,
+        tool_policy=runtime.tool_policy_report(),
     )
     return app
 

@@ -243,6 +243,7 @@ def mount_api_docs(
     description: str | None = None,
     version: str | None = None,
     asset_base_url: str | None = None,
+    tool_policy: Mapping[str, Any] | None = None,
 ) -> ApiDocs:
     """Add the docs routes to ``app`` and publish the document of every route it serves.
 
@@ -258,6 +259,7 @@ def mount_api_docs(
         description: ``info.description``.
         version: ``info.version``; defaults to the installed ``oracle-server`` version.
         asset_base_url: ``DOCS_ASSET_BASE_URL``; ``None`` serves the bundled assets.
+        tool_policy: The effective tool policy's report, published in ``info``.
 
     Returns:
         The ``ApiDocs`` serving the document.
@@ -275,6 +277,7 @@ def mount_api_docs(
             exclusions=exclusions,
             extra_routes=extra,
             description=description,
+            tool_policy=tool_policy,
         )
     )
     return docs

@@ -239,6 +239,28 @@ class _DocumentBuilder:
         self.paths.setdefault(path, {})[found.method.lower()] = operation
 
 
+def _policy_markdown(report: Mapping[str, Any]) -> str:
+    """The effective tool policy as a short Markdown section of ``info.description``."""
+    rules = report["rules"]
+
+    def globs(patterns: Iterable[str]) -> str:
+        return ", ".join(f"`{p}`" for p in patterns) or "none"
+
+    destructive = " and every destructive tool" if rules["approve_destructive"] else ""
+    lines = [
+        "### Tool policy",
+        "",
+        f"- allow: {globs(rules['allow'])}",
+        f"- deny: {globs(rules['deny'])}",
+        f"- approval required: {globs(rules['approval_required'])}{destructive}",
+    ]
+    if report["denied"]:
+        lines.append(f"- denied here: {globs(report['denied'])}")
+    if report["approval_required"]:
+        lines.append(f"- need approval here: {globs(report['approval_required'])}")
+    return "\n".join(lines)
+
+
 def build_openapi(
     *,
     title: str,
@@ -247,6 +269,7 @@ def build_openapi(
     exclusions: ExclusionMatcher,
     extra_routes: Iterable[tuple[str, BaseRoute]] = (),
     description: str | None = None,
+    tool_policy: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Build the OpenAPI 3.1 document of an oracle.
 
@@ -263,6 +286,8 @@ def build_openapi(
             methods come from the ``Route``; summary and description from the endpoint's
             docstring.
         description: ``info.description``.
+        tool_policy: ``OracleRuntime.tool_policy_report()``: published as
+            ``info.x-oracle-tool-policy`` and summarised at the end of the description.
 
     Returns:
         The document as JSON-ready dicts. Starlette path parameters ``{name}`` and
@@ -276,6 +301,10 @@ def build_openapi(
         for found in _flatten(route):
             builder.add(found, owner=owner)
     info: dict[str, Any] = {"title": title, "version": version}
+    if tool_policy is not None:
+        summary = _policy_markdown(tool_policy)
+        description = f"{description}\n\n{summary}" if description else summary
+        info["x-oracle-tool-policy"] = dict(tool_policy)
     if description:
         info["description"] = description
     return {
