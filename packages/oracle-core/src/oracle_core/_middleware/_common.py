@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from langchain.agents.middleware import ToolCallRequest
+from langchain.agents.middleware import AgentMiddleware, AgentState, ToolCallRequest
 from langchain_core.messages import ToolMessage
+from langgraph.types import Command
 
-__all__ = ["error_tool_message", "loaded_plugins", "state_value", "tool_index", "turn_bindings"]
+__all__ = [
+    "RefusingToolMiddleware",
+    "error_tool_message",
+    "loaded_plugins",
+    "state_value",
+    "tool_index",
+    "turn_bindings",
+]
 
 
 def state_value(state: Any, key: str, default: Any = None) -> Any:
@@ -51,3 +59,32 @@ def tool_index(fixed: Mapping[str, Any] | None, runtime: Any) -> Mapping[str, An
         return fixed
     bindings = turn_bindings(runtime)
     return bindings.tool_infos if bindings is not None else {}
+
+
+class RefusingToolMiddleware(AgentMiddleware[AgentState[Any], Any]):
+    """A middleware that answers some tool calls itself instead of running them.
+
+    Subclasses implement ``_refusal``: the error ``ToolMessage`` for a call that must not
+    run, or ``None`` to hand the call on.
+    """
+
+    def _refusal(self, request: ToolCallRequest) -> ToolMessage | None:
+        raise NotImplementedError
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """Run the call unless ``_refusal`` answers it."""
+        refusal = self._refusal(request)
+        return refusal if refusal is not None else handler(request)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """Async form of ``wrap_tool_call``."""
+        refusal = self._refusal(request)
+        return refusal if refusal is not None else await handler(request)

@@ -7,16 +7,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from langchain.agents.middleware import (
-    AgentMiddleware,
-    AgentState,
     ModelRequest,
     ModelResponse,
     ToolCallRequest,
 )
 from langchain_core.messages import SystemMessage, ToolMessage
-from langgraph.types import Command
 
 from oracle_core._middleware._common import (
+    RefusingToolMiddleware,
     error_tool_message,
     loaded_plugins,
     tool_index,
@@ -27,7 +25,7 @@ from oracle_core._tools import ToolInfo
 __all__ = ["CapabilityGateMiddleware"]
 
 
-class CapabilityGateMiddleware(AgentMiddleware[AgentState[Any], Any]):
+class CapabilityGateMiddleware(RefusingToolMiddleware):
     """Shows the model only the tools of loaded plugins (CORE-57, CORE-58).
 
     Every tool is bound when the agent is created; on each model call this middleware
@@ -111,21 +109,3 @@ class CapabilityGateMiddleware(AgentMiddleware[AgentState[Any], Any]):
     ) -> ModelResponse[Any]:
         """Async form of ``wrap_model_call``."""
         return await handler(self._shape(request))
-
-    def wrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
-    ) -> ToolMessage | Command[Any]:
-        """Run the tool unless its plugin is ``on-demand`` and not loaded."""
-        refusal = self._refusal(request)
-        return refusal if refusal is not None else handler(request)
-
-    async def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
-        """Async form of ``wrap_tool_call``."""
-        refusal = self._refusal(request)
-        return refusal if refusal is not None else await handler(request)

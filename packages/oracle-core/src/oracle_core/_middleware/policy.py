@@ -8,14 +8,12 @@ sub-agent.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ToolCallRequest
+from langchain.agents.middleware import ToolCallRequest
 from langchain_core.messages import ToolMessage
-from langgraph.types import Command
 
-from oracle_core._middleware._common import error_tool_message
+from oracle_core._middleware._common import RefusingToolMiddleware, error_tool_message
 from oracle_core._policy import ToolPolicy
 
 __all__ = ["ToolPolicyMiddleware", "policy_refusal"]
@@ -29,7 +27,7 @@ def policy_refusal(tool_name: str, rule: str | None) -> str:
     )
 
 
-class ToolPolicyMiddleware(AgentMiddleware[AgentState[Any], Any]):
+class ToolPolicyMiddleware(RefusingToolMiddleware):
     """Refuses calls to tools the policy denies (plugins spec §20.1).
 
     Args:
@@ -55,21 +53,3 @@ class ToolPolicyMiddleware(AgentMiddleware[AgentState[Any], Any]):
         if verdict.action != "deny":
             return None
         return error_tool_message(request, policy_refusal(tool_name, verdict.rule))
-
-    def wrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
-    ) -> ToolMessage | Command[Any]:
-        """Run the call unless the policy denies its tool."""
-        refusal = self._refusal(request)
-        return refusal if refusal is not None else handler(request)
-
-    async def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
-        """Async form of ``wrap_tool_call``."""
-        refusal = self._refusal(request)
-        return refusal if refusal is not None else await handler(request)

@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ToolCallRequest
+from langchain.agents.middleware import ToolCallRequest
 from langchain_core.messages import ToolMessage
-from langgraph.types import Command
 
-from oracle_core._middleware._common import error_tool_message, turn_bindings
+from oracle_core._middleware._common import (
+    RefusingToolMiddleware,
+    error_tool_message,
+    turn_bindings,
+)
 
 __all__ = ["ToolRepetitionGuardMiddleware"]
 
@@ -23,7 +25,7 @@ def call_signature(request: ToolCallRequest) -> str:
     return f"{request.tool_call['name']}:{args}"
 
 
-class ToolRepetitionGuardMiddleware(AgentMiddleware[AgentState[Any], Any]):
+class ToolRepetitionGuardMiddleware(RefusingToolMiddleware):
     """Refuses a tool call already executed ``max_repeats`` times in this run (CORE-78).
 
     A call counts as executed once it is handed to the next handler, whatever the
@@ -52,7 +54,7 @@ class ToolRepetitionGuardMiddleware(AgentMiddleware[AgentState[Any], Any]):
         """The reserved name ``tool-repetition-guard``."""
         return "tool-repetition-guard"
 
-    def _admit(self, request: ToolCallRequest) -> ToolMessage | None:
+    def _refusal(self, request: ToolCallRequest) -> ToolMessage | None:
         """Count the call and return ``None``, or a refusal when over the limit."""
         signature = call_signature(request)
         bindings = turn_bindings(request.runtime)
@@ -70,21 +72,3 @@ class ToolRepetitionGuardMiddleware(AgentMiddleware[AgentState[Any], Any]):
             f"this turn, so it was not run again. Reuse the earlier result, or change the "
             f"arguments if you need something different.",
         )
-
-    def wrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
-    ) -> ToolMessage | Command[Any]:
-        """Run the call unless it already ran ``max_repeats`` times."""
-        refusal = self._admit(request)
-        return refusal if refusal is not None else handler(request)
-
-    async def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
-        """Async form of ``wrap_tool_call``."""
-        refusal = self._admit(request)
-        return refusal if refusal is not None else await handler(request)
