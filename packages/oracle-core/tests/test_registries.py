@@ -345,6 +345,7 @@ def test_the_reserved_middleware_names_are_the_framework_ones() -> None:
         "capability-gate",
         "tool-validation",
         "tool-repetition-guard",
+        "tool-approval",
         "tool-retry",
         "page-context",
         "safety-guardrail",

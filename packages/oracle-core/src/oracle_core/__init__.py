@@ -6,6 +6,13 @@ agent per request. Testing helpers live in ``oracle_core.testing``.
 """
 
 from oracle_core._agent import BuiltAgent, TurnRequest
+from oracle_core._approval import (
+    ApprovalAnswer,
+    ApprovalRequest,
+    approval_requests,
+    args_hash,
+    classify_reply,
+)
 from oracle_core._capabilities import CapabilityCatalog, CatalogEntry, ToolView
 from oracle_core._checkpoint import (
     InMemoryCheckpointers,
@@ -61,6 +68,7 @@ from oracle_core._middleware import (
     HistorySummary,
     PageContextMiddleware,
     SafetyGuardrailMiddleware,
+    ToolApprovalMiddleware,
     ToolRepetitionGuardMiddleware,
     ToolRetryMiddleware,
     ToolValidationMiddleware,
@@ -159,6 +167,8 @@ __all__ = [
     "AbortSignal",
     "Accessor",
     "AmbientServices",
+    "ApprovalAnswer",
+    "ApprovalRequest",
     "AuthExcludedRoute",
     "Blob",
     "BlobStore",
@@ -242,6 +252,7 @@ __all__ = [
     "SqliteCheckpointers",
     "Stability",
     "SystemPrompt",
+    "ToolApprovalMiddleware",
     "ToolInfo",
     "ToolPolicy",
     "ToolRepetitionGuardMiddleware",
@@ -256,7 +267,10 @@ __all__ = [
     "UnknownModelRoleError",
     "UserInfo",
     "Visibility",
+    "approval_requests",
+    "args_hash",
     "check_provider",
+    "classify_reply",
     "compose_system_prompt",
     "connect_sqlite",
     "context_window",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command
 
 from oracle_core._agent_prompt import PromptParts, compose_turn_prompt
 from oracle_core._capabilities import CapabilityCatalog, CatalogEntry, ToolView
@@ -59,6 +60,9 @@ class TurnRequest:
         state: Server-supplied state for the turn (``browser_tools``, ``ag_actions``,
             ``editor_room_id``, …); it wins over plugin turn state.
         abort_signal: Set by the server when the client goes away.
+        resume: Answers to the thread's pending interrupts, by interrupt id (an approval's
+            ``ApprovalAnswer`` as plain data): the turn resumes the paused run instead of
+            starting from a message, and ``message`` must be ``None``.
         model: A model id for this turn's main agent; ``None`` keeps the ``main`` role's
             model. It is passed as ``model=`` to ``hooks.resolve_model`` when set, else to
             the provider, which keeps the role's settings (endpoint, key, extras). Only the
@@ -74,6 +78,11 @@ class TurnRequest:
     state: Mapping[str, Any] = field(default_factory=dict)
     abort_signal: AbortSignal | None = None
     model: str | None = None
+    resume: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.resume is not None and self.message is not None:
+            raise ValueError("a turn resumes a paused run or sends a message, not both")
 
     def message_text(self) -> str:
         """Text of the user's message ('' when none)."""
@@ -100,7 +109,8 @@ class BuiltAgent:
 
     Attributes:
         agent: The compiled LangGraph agent.
-        input: The invocation input (the user message plus turn state).
+        input: The invocation input: the user message plus turn state, or the
+            ``Command`` that resumes a paused run.
         context: The ``OracleRunContext`` to pass as ``context=``.
         config: ``RunnableConfig`` with ``thread_id = session.id``.
         prompt: The composed system prompt and its sections.
@@ -111,7 +121,7 @@ class BuiltAgent:
     """
 
     agent: Any
-    input: dict[str, Any]
+    input: Any  # dict[str, Any], or Command[Any] for a resume
     context: OracleRunContext
     config: RunnableConfig
     prompt: SystemPrompt
@@ -352,6 +362,8 @@ class AgentBuilder:
             agent_input["messages"] = [
                 HumanMessage(content=message) if isinstance(message, str) else message
             ]
+        if turn.resume is not None:
+            agent_input = Command(resume=dict(turn.resume))  # type: ignore[assignment]
         config: RunnableConfig = {
             "configurable": {"thread_id": turn.session.id},
             "recursion_limit": rt.recursion_limit,

@@ -57,7 +57,9 @@ def _state_reader() -> Any:
     A thread's state is not all in its last checkpoint: ``messages`` is a
     ``DeltaChannel``, rebuilt from earlier checkpoints' writes. ``aget_state`` of a graph
     with the same channels does that as the agent's own load does; the agent itself is
-    built only after the state is read, so this stand-in with one idle node reads it.
+    built only after the state is read, so this stand-in with one idle node reads it. The
+    node is named like the agent's tool node: a thread paused for an approval holds
+    pending sends to it, which LangGraph would otherwise warn about on every read.
     """
     from langgraph.graph import START, StateGraph
 
@@ -67,8 +69,8 @@ def _state_reader() -> Any:
         return None
 
     graph = StateGraph(MainAgentState)
-    graph.add_node("idle", idle)
-    graph.add_edge(START, "idle")
+    graph.add_node("tools", idle)
+    graph.add_edge(START, "tools")
     return graph.compile(name="oracle-state-reader")
 
 

@@ -255,16 +255,19 @@ class OracleRuntime:
             HistoryCondenserMiddleware,
             PageContextMiddleware,
             SafetyGuardrailMiddleware,
+            ToolApprovalMiddleware,
             ToolPolicyMiddleware,
             ToolRepetitionGuardMiddleware,
             ToolValidationMiddleware,
         )
 
+        meta = {a.name for a in self.meta_adapters}
         middleware: list[Any] = [
-            ToolPolicyMiddleware(self.tool_policy, exempt={a.name for a in self.meta_adapters}),
+            ToolPolicyMiddleware(self.tool_policy, exempt=meta),
             CapabilityGateMiddleware(),
             ToolValidationMiddleware(self.hooks.validation_skip_tool_names),
             ToolRepetitionGuardMiddleware(),
+            ToolApprovalMiddleware(self.tool_policy, exempt=meta),
             EffectAwareToolRetryMiddleware(),
         ]
         if self.hooks.get_room_title is not None:

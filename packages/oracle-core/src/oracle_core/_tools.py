@@ -67,6 +67,10 @@ class PluginTool(BaseModel):
             whatever the plugin order: it is dropped, with a ``warning`` event
             (``tools.client_tool_shadowed``) to the client. For tools that a client
             supplies, which must never replace one of the oracle's.
+        redact_args: ``(args) -> args`` shown to the user instead of the call's arguments
+            when the call waits for approval (plugins spec §20.2): hide secrets, shorten
+            long text. The call itself runs with the real arguments; the audit keeps
+            only their hash.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
@@ -78,6 +82,7 @@ class PluginTool(BaseModel):
     visibility: Visibility | None = None
     effect: Effect | None = None
     overridable: bool = False
+    redact_args: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     @field_validator("name")
     @classmethod
@@ -143,6 +148,7 @@ def plugin_tool(
     args_schema: type[BaseModel],
     visibility: Visibility | None = None,
     effect: Effect | None = None,
+    redact_args: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Callable[[ToolHandler], PluginTool]:
     """Decorator that turns a handler ``(args, rt_ctx)`` into a ``PluginTool``.
 
@@ -161,6 +167,7 @@ def plugin_tool(
             handler=handler,
             visibility=visibility,
             effect=effect,
+            redact_args=redact_args,
         )
 
     return decorate

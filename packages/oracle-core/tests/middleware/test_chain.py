@@ -177,4 +177,4 @@ async def test_the_runtime_builds_agents_with_its_framework_middleware_folded() 
         names = [m.name for m in rt.runtime.framework_chain]
     # page-context and safety-guardrail have node hooks and stay on their own.
     reserved = RESERVED_MIDDLEWARE_NAMES
-    assert names == ["+".join(reserved[:5]), *reserved[5:7], "+".join(reserved[7:])]
+    assert names == ["+".join(reserved[:6]), *reserved[6:8], "+".join(reserved[8:])]

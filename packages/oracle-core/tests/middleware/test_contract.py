@@ -322,6 +322,7 @@ def test_reserved_names_are_the_framework_middleware_in_order() -> None:
         "capability-gate",
         "tool-validation",
         "tool-repetition-guard",
+        "tool-approval",
         "tool-retry",
         "page-context",
         "safety-guardrail",

@@ -2,7 +2,8 @@
 
 ``create_agent`` receives them in the order of CORE-76, after ``tool-policy`` (plugins spec
 §20.1, which refuses calls to denied tools): ``capability-gate``,
-``tool-validation``, ``tool-repetition-guard``, ``tool-retry``, then ``page-context`` and
+``tool-validation``, ``tool-repetition-guard``, ``tool-approval`` (§20.2, which pauses
+calls that need the user's approval), ``tool-retry``, then ``page-context`` and
 ``safety-guardrail`` when their host hooks are set, then ``current-time`` and
 ``history-condenser``, then plugin
 middleware wrapped by ``wrap_plugin_middleware``. The first ``wrap_*`` hook in the list is
@@ -12,6 +13,7 @@ the outermost. Consecutive framework middleware with only ``wrap_*`` hooks reach
 
 from __future__ import annotations
 
+from oracle_core._middleware.approval import ToolApprovalMiddleware
 from oracle_core._middleware.condense import HistoryCondenserMiddleware, HistorySummary
 from oracle_core._middleware.contract import (
     RESERVED_MIDDLEWARE_NAMES,
@@ -37,6 +39,7 @@ __all__ = [
     "HistorySummary",
     "PageContextMiddleware",
     "SafetyGuardrailMiddleware",
+    "ToolApprovalMiddleware",
     "ToolPolicyMiddleware",
     "ToolRepetitionGuardMiddleware",
     "ToolRetryMiddleware",

@@ -21,6 +21,7 @@ RESERVED_MIDDLEWARE_NAMES: tuple[str, ...] = (
     "capability-gate",
     "tool-validation",
     "tool-repetition-guard",
+    "tool-approval",
     "tool-retry",
     "page-context",
     "safety-guardrail",

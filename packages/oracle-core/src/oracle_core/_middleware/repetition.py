@@ -8,11 +8,13 @@ from collections import Counter
 from typing import Any
 
 from langchain.agents.middleware import ToolCallRequest
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from oracle_core._approval import APPROVAL_MARK
 from oracle_core._middleware._common import (
     RefusingToolMiddleware,
     error_tool_message,
+    state_value,
     turn_bindings,
 )
 
@@ -21,12 +23,41 @@ __all__ = ["ToolRepetitionGuardMiddleware"]
 
 def call_signature(request: ToolCallRequest) -> str:
     """Tool name plus canonical (sorted-key JSON) arguments of the call."""
-    args = json.dumps(request.tool_call.get("args") or {}, sort_keys=True, default=str)
-    return f"{request.tool_call['name']}:{args}"
+    return _signature(request.tool_call["name"], request.tool_call.get("args"))
+
+
+def _signature(name: str, args: Any) -> str:
+    return f"{name}:{json.dumps(args or {}, sort_keys=True, default=str)}"
+
+
+def declined_in_turn(messages: Any) -> set[str]:
+    """Signatures of the calls the user declined since their last message (§20.2).
+
+    Read from the thread: a declined call is answered by a tool message marked
+    ``oracle_approval``; the call it answers is in the assistant message before it.
+    """
+    refused: set[str] = set()
+    for message in reversed(messages or ()):
+        if isinstance(message, HumanMessage):
+            break
+        if isinstance(message, ToolMessage) and message.response_metadata.get(APPROVAL_MARK):
+            refused.add(message.tool_call_id)
+    if not refused:
+        return set()
+    signatures: set[str] = set()
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            break
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                if call.get("id") in refused:
+                    signatures.add(_signature(call["name"], call.get("args")))
+    return signatures
 
 
 class ToolRepetitionGuardMiddleware(RefusingToolMiddleware):
-    """Refuses a tool call already executed ``max_repeats`` times in this run (CORE-78).
+    """Refuses a tool call already executed ``max_repeats`` times in this run (CORE-78), or
+    one the user declined since their last message (plugins spec §20.2).
 
     A call counts as executed once it is handed to the next handler, whatever the
     outcome. A refused call gets an error ``ToolMessage`` telling the model to reuse the
@@ -57,6 +88,14 @@ class ToolRepetitionGuardMiddleware(RefusingToolMiddleware):
     def _refusal(self, request: ToolCallRequest) -> ToolMessage | None:
         """Count the call and return ``None``, or a refusal when over the limit."""
         signature = call_signature(request)
+        tool_name = request.tool_call["name"]
+        if signature in declined_in_turn(state_value(request.state, "messages")):
+            return error_tool_message(
+                request,
+                f"The user declined '{tool_name}' with exactly these arguments in this turn, "
+                "so it was not run again. Do not retry it; tell the user it was not done, or "
+                "ask them what they want instead.",
+            )
         bindings = turn_bindings(request.runtime)
         counts: Any = bindings.call_counts if bindings is not None else self._counts
         with self._lock:
@@ -65,7 +104,6 @@ class ToolRepetitionGuardMiddleware(RefusingToolMiddleware):
                 # Counted before the handler runs so parallel identical calls see it.
                 counts[signature] = seen + 1
                 return None
-        tool_name = request.tool_call["name"]
         return error_tool_message(
             request,
             f"Tool '{tool_name}' already ran {seen} times with exactly these arguments in "

@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langgraph.runtime import Runtime
 
 from oracle_core._agent import BuiltAgent, TurnRequest
+from oracle_core._approval import ApprovalAnswer, ApprovalRequest, approval_requests
 from oracle_core._checkpoint import InMemoryCheckpointers
 from oracle_core._config import OracleConfig, load_oracle_config
 from oracle_core._context import RuntimeContext, SessionInfo, UserInfo
@@ -170,12 +171,15 @@ class TurnResult:
         tool_calls: Tool calls the model made this turn, in order.
         state: The thread's state after the turn.
         events: Events emitted during the turn.
+        approvals: The calls the turn paused on, waiting for the user's approval
+            (answer them with ``TestRuntime.resume_turn``).
     """
 
     messages: list[BaseMessage]
     tool_calls: list[dict[str, Any]]
     state: dict[str, Any]
     events: list[OracleEvent]
+    approvals: list[ApprovalRequest] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -246,8 +250,10 @@ class TestRuntime:
         state: Mapping[str, Any] | None = None,
         thread_id: str | None = None,
         client: str | None = None,
+        resume: Mapping[str, Any] | None = None,
     ) -> BuiltAgent:
-        """Build the agent for a turn without running it."""
+        """Build the agent for a turn without running it (``resume``: see
+        ``TurnRequest.resume``)."""
         session = self.session
         if thread_id is not None or client is not None:
             session = SessionInfo(
@@ -259,7 +265,9 @@ class TestRuntime:
             )
         merged_state = {**self.state, **(state or {})}
         return await self.runtime.build_agent(
-            TurnRequest(user=self.user, session=session, message=text, state=merged_state)
+            TurnRequest(
+                user=self.user, session=session, message=text, state=merged_state, resume=resume
+            )
         )
 
     async def list_tools(self) -> list[str]:
@@ -442,8 +450,46 @@ class TestRuntime:
         self, text: str, *, thread_id: str | None = None, client: str = "portal"
     ) -> TurnResult:
         """Drive one full turn through the per-request agent, offline."""
+        return await self._run(text, None, thread_id, client)
+
+    async def resume_turn(
+        self,
+        decisions: Mapping[str, str | Mapping[str, Any]],
+        *,
+        thread_id: str | None = None,
+        client: str = "portal",
+    ) -> TurnResult:
+        """Answer paused approvals and run the turn on (plugins spec §20.2).
+
+        Args:
+            decisions: By ``ApprovalRequest.interrupt_id``: ``"approved"``, ``"declined"``
+                or an ``ApprovalAnswer`` as data (``{"decision": "approved",
+                "editedArgs": {...}}``). ``messages`` of the result are those added since
+                the pause.
+
+        Raises:
+            pydantic.ValidationError: An answer is not an ``ApprovalAnswer``; nothing ran
+                and the approval stays pending.
+        """
+        resume = {
+            key: ApprovalAnswer.model_validate(
+                {"decision": value} if isinstance(value, str) else value
+            ).model_dump(by_alias=True, exclude_none=True)
+            for key, value in decisions.items()
+        }
+        return await self._run(None, resume, thread_id, client)
+
+    async def _run(
+        self,
+        text: str | None,
+        resume: Mapping[str, Any] | None,
+        thread_id: str | None,
+        client: str,
+    ) -> TurnResult:
         first_event = len(self.events.events)
-        built = await self.build(text, thread_id=thread_id or self.session.id, client=client)
+        built = await self.build(
+            text, thread_id=thread_id or self.session.id, client=client, resume=resume
+        )
         before = await built.agent.aget_state(built.config)
         count = len(before.values.get("messages", [])) if before.values else 0
         state: dict[str, Any] = await built.agent.ainvoke(
@@ -458,6 +504,7 @@ class TestRuntime:
             tool_calls=tool_calls,
             state=state,
             events=self.events.events[first_event:],
+            approvals=approval_requests(state.get("__interrupt__", ())),
         )
 
 
