@@ -249,10 +249,15 @@ async def test_two_paused_calls_are_answered_one_by_one() -> None:
     async with rt:
         assert [r.tool_call_id for r in first.approvals] == ["c1", "c2"]
         by_call = {r.tool_call_id: r.interrupt_id for r in first.approvals}
+        pending = rt.runtime.pending_approvals
+        assert await pending(rt.user.did, rt.session.id) == first.approvals
         second = await rt.resume_turn({by_call["c1"]: "approved"})
         assert [r.tool_call_id for r in second.approvals] == ["c2"]
         assert RUNS == [("files_delete", {"target": "a", "token": ""})]
+        assert [r.tool_call_id for r in await pending(rt.user.did, rt.session.id)] == ["c2"]
+        assert await pending(rt.user.did, "another-session") == []
         third = await rt.resume_turn({by_call["c2"]: "declined"})
+        assert await pending(rt.user.did, rt.session.id) == []
         assert RUNS == [("files_delete", {"target": "a", "token": ""})]
         assert third.text == "Deleted a, kept b."
         results = {m.tool_call_id: m.status for m in third.state["messages"] if m.type == "tool"}

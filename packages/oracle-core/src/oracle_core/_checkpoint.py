@@ -22,6 +22,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
+from oracle_core._approval import ApprovalRequest, approval_requests
 from oracle_core._langgraph_compat import DeltaSnapshot, copy_checkpoint
 from oracle_core._serde import CheckpointSerializer
 from oracle_core._sqlite_connection import connect_sqlite
@@ -31,6 +32,7 @@ __all__ = [
     "InMemoryCheckpointers",
     "PrimedCheckpointer",
     "SqliteCheckpointers",
+    "read_pending_approvals",
     "read_thread_state",
     "user_database_name",
 ]
@@ -58,8 +60,9 @@ def _state_reader() -> Any:
     ``DeltaChannel``, rebuilt from earlier checkpoints' writes. ``aget_state`` of a graph
     with the same channels does that as the agent's own load does; the agent itself is
     built only after the state is read, so this stand-in with one idle node reads it. The
-    node is named like the agent's tool node: a thread paused for an approval holds
-    pending sends to it, which LangGraph would otherwise warn about on every read.
+    nodes are named like the agent's: a thread paused for an approval holds pending sends
+    to ``tools`` (whose interrupts the snapshot lists) and writes to ``model``'s branch,
+    which LangGraph would otherwise warn about on every read.
     """
     from langgraph.graph import START, StateGraph
 
@@ -70,7 +73,9 @@ def _state_reader() -> Any:
 
     graph = StateGraph(MainAgentState)
     graph.add_node("tools", idle)
+    graph.add_node("model", idle)
     graph.add_edge(START, "tools")
+    graph.add_edge("tools", "model")
     return graph.compile(name="oracle-state-reader")
 
 
@@ -87,6 +92,17 @@ async def read_thread_state(saver: BaseCheckpointSaver[Any], thread_id: str) -> 
     reader = _state_reader().copy(update={"checkpointer": saver})
     snapshot = await reader.aget_state({"configurable": {"thread_id": thread_id}})
     return dict(snapshot.values)
+
+
+async def read_pending_approvals(
+    saver: BaseCheckpointSaver[Any], thread_id: str
+) -> list[ApprovalRequest]:
+    """The approval requests a main-agent thread is paused on, oldest first; ``[]`` when
+    it is not paused (or unknown). The checkpoint is the record: this holds after a
+    restart, and a request already answered is no longer listed."""
+    reader = _state_reader().copy(update={"checkpointer": saver})
+    snapshot = await reader.aget_state({"configurable": {"thread_id": thread_id}})
+    return approval_requests(snapshot.interrupts)
 
 
 def _latest_key(config: RunnableConfig) -> tuple[str, str] | None:

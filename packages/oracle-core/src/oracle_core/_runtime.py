@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from oracle_core._agent import AgentBuilder, BuiltAgent, TurnRequest
 from oracle_core._agent_cache import AgentCache
+from oracle_core._approval import ApprovalRequest
 from oracle_core._boot import (
     BootedPlugin,
     apply_manifests,
@@ -25,7 +26,11 @@ from oracle_core._boot import (
     warm_plugins,
 )
 from oracle_core._capabilities import meta_tools
-from oracle_core._checkpoint import SqliteCheckpointers, read_thread_state
+from oracle_core._checkpoint import (
+    SqliteCheckpointers,
+    read_pending_approvals,
+    read_thread_state,
+)
 from oracle_core._config import (
     ComposedConfig,
     CoreEnv,
@@ -326,6 +331,13 @@ class OracleRuntime:
         saver = await self.hooks.checkpointer_for_user(user_did)
         state = await read_thread_state(saver, thread_id)
         return list(state.get("messages", []))
+
+    async def pending_approvals(self, user_did: str, thread_id: str) -> list[ApprovalRequest]:
+        """The tool calls a thread is paused on for the user's approval (plugins spec
+        §20.2), from the user's checkpointer: resume with ``TurnRequest(resume=...)``."""
+        assert self.hooks.checkpointer_for_user is not None
+        saver = await self.hooks.checkpointer_for_user(user_did)
+        return await read_pending_approvals(saver, thread_id)
 
     # -- lifecycle ------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ __all__ = [
     "oracle_sessions",
     "reauth_prompts",
     "revoked_delegations",
+    "tool_approvals",
     "ucan_replay",
     "user_delegations",
 ]
@@ -177,4 +178,34 @@ matrix_file_events = Table(
     Column("event_id", String(255), nullable=False),
     Column("event", _json(), nullable=False),
     Column("content_checksum", String(128), nullable=False),
+)
+
+tool_approvals = Table(
+    "tool_approvals",
+    metadata,
+    Column("approval_id", String(64), primary_key=True),
+    Column("user_did", String(255), nullable=False),
+    Column("session_id", String(255), nullable=False),
+    Column("run_id", String(64), nullable=False),
+    # LangGraph's id of the interrupt the turn paused on: the key it resumes with.
+    Column("interrupt_id", String(128), nullable=False),
+    Column("tool_call_id", String(255), nullable=False),
+    Column("tool_name", String(255), nullable=False),
+    # The arguments as shown to the user (through the tool's redaction hook).
+    Column("args", _json(), nullable=False),
+    Column("args_hash", String(80), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("requested_at", UtcDateTime(), nullable=False),
+    Column("expires_at", UtcDateTime(), nullable=False),
+    # pending, approved, declined, expired or superseded.
+    Column("status", String(16), nullable=False),
+    Column("decided_by", String(255)),
+    Column("decided_at", UtcDateTime()),
+    # How it was decided: ``api`` (POST /approvals) or ``message`` (a yes/no reply).
+    Column("decided_via", String(16)),
+    Column("edited_args_hash", String(80)),
+    # The answer the thread resumes with, kept until the turn that applies it runs.
+    Column("answer", _json()),
+    Index(None, "user_did", "interrupt_id", unique=True),
+    Index(None, "user_did", "session_id", "status"),
 )
