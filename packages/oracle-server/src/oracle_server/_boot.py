@@ -80,6 +80,7 @@ from oracle_server._settings import ServerSettings, load_settings
 from oracle_server._socket.frontend_tools import FrontendToolsPlugin
 from oracle_server._socket.gateway import SocketGateway
 from oracle_server._socket.hubqueue import HubSocketManager
+from oracle_server._turns.approvals import TurnApprovals
 from oracle_server._turns.bookkeeping import TurnBookkeeping
 from oracle_server._turns.events import ServerEventSink
 from oracle_server._turns.locks import TurnLocks, create_turn_locks
@@ -500,6 +501,7 @@ def build_turns(
         deadline=settings.turn_deadline_seconds,
         concurrency=settings.turn_concurrency or None,
         adaptive=settings.turn_admission == "adaptive",
+        approvals=TurnApprovals(runtime, persistence.storage.approvals, events),
     )
     # SRV-54: aborts reach the replica running the turn, wherever they arrive.
     runner.abort_elsewhere = replicas.bus.abort_elsewhere

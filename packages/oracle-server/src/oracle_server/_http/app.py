@@ -35,6 +35,7 @@ from oracle_server._http.pipeline import (
     SubscriptionCheck,
 )
 from oracle_server._http.routes import (
+    approval_routes,
     delegation_routes,
     history_routes,
     message_routes,
@@ -104,6 +105,7 @@ def build_http_app(
             *session_routes(),
             *history_routes(),
             *message_routes(),
+            *approval_routes(),
             *delegation_routes(),
             *host_routes,
             *(route for _, route in runtime.routes),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -16,6 +16,7 @@ from pydantic.alias_generators import to_camel
 __all__ = [
     "AbortDto",
     "AgActionDto",
+    "ApprovalDecisionDto",
     "AttachmentDto",
     "BrowserToolDto",
     "SendMessageDto",
@@ -174,6 +175,26 @@ class AbortDto(_Dto):
     """``POST /messages/abort``."""
 
     session_id: str = Field(min_length=1)
+
+
+class ApprovalDecisionDto(_Dto):
+    """``POST /approvals/{approvalId}`` (plugins spec §20.2)."""
+
+    decision: Literal["approved", "declined"]
+    edited_args: dict[str, Any] | None = Field(
+        None,
+        description="Run the call with these arguments instead of the model's "
+        "(`approved` only); the tool validates them as it would the model's.",
+    )
+    stream: StrictBool = Field(
+        False, description="Answer with the resumed turn's event stream (SSE)."
+    )
+
+    @model_validator(mode="after")
+    def _edits_need_approval(self) -> ApprovalDecisionDto:
+        if self.edited_args is not None and self.decision != "approved":
+            raise ValueError("editedArgs is only allowed with decision approved")
+        return self
 
 
 class StoreDelegationDto(_Dto):

@@ -6,11 +6,16 @@ import hashlib
 import json
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-__all__ = ["message_id", "to_message_dtos"]
+from oracle_server._turns.approvals import waiting_output
+
+if TYPE_CHECKING:
+    from oracle_server._http.state import ServerState
+
+__all__ = ["message_id", "session_history", "to_message_dtos"]
 
 
 def message_id(message: BaseMessage) -> str:
@@ -28,6 +33,26 @@ def _text(message: BaseMessage) -> str:
 
 def _output(content: Any) -> str:
     return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
+async def session_history(
+    server: ServerState, user_did: str, session_id: str
+) -> list[dict[str, Any]]:
+    """The session's ``MessageDto``s. A call waiting for the user's approval has no result
+    yet: its ``output`` says so, so a client that reloads the history still shows it.
+    (Nothing is added to the list: positions in it are the page cursors.)"""
+    items = to_message_dtos(await server.runtime.thread_messages(user_did, session_id))
+    approvals = server.runner.approvals
+    waiting = await approvals.waiting(user_did, session_id) if approvals is not None else []
+    if waiting:
+        by_call = {record.tool_call_id: record for record in waiting}
+        for item in items:
+            for call in item.get("toolCalls", ()):
+                record = by_call.get(str(call.get("id")))
+                if record is not None and "output" not in call:
+                    call["status"] = "done"
+                    call["output"] = waiting_output(record.approval_id)
+    return items
 
 
 def to_message_dtos(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:

@@ -329,6 +329,7 @@ def build_openapi(
             {"name": "system", "description": "Status, liveness, readiness, models."},
             {"name": "sessions", "description": "Chat sessions (threads)."},
             {"name": "messages", "description": "Turns, history and abort."},
+            {"name": "approvals", "description": "Tool calls waiting for the user's approval."},
             {"name": "delegation", "description": "The user's stored UCAN delegation."},
             {"name": "docs", "description": "This document and Swagger UI."},
         ],

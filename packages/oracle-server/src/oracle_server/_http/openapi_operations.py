@@ -9,7 +9,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from oracle_server._http.dto import AbortDto, SendMessageDto, StoreDelegationDto
+from oracle_server._http.dto import (
+    AbortDto,
+    ApprovalDecisionDto,
+    SendMessageDto,
+    StoreDelegationDto,
+)
 
 __all__ = [
     "BUILTIN_OPERATIONS",
@@ -135,8 +140,68 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
             "items": schema_ref("MessageDto"),
             "description": "With `returnAllMessages`: the whole thread.",
         },
+        approvals={
+            "type": "array",
+            "items": schema_ref("Approval"),
+            "description": "Tool calls the turn paused on for the user's approval; "
+            "`message` then asks for a yes or no.",
+        },
     ),
     "AbortResult": object_schema(["success"], success={"type": "boolean"}),
+    "Approval": object_schema(
+        [
+            "approvalId",
+            "sessionId",
+            "runId",
+            "toolCallId",
+            "toolName",
+            "args",
+            "reason",
+            "requestedAt",
+            "expiresAt",
+            "status",
+        ],
+        approvalId={"type": "string"},
+        sessionId={"type": "string"},
+        runId={"type": "string", "description": "The run that paused."},
+        toolCallId={"type": "string"},
+        toolName={"type": "string"},
+        args={
+            "type": "object",
+            "description": "The call's arguments as shown to the user (through the tool's "
+            "redaction hook).",
+        },
+        reason={"type": "string", "description": "The policy rule that asked for approval."},
+        requestedAt=TIMESTAMP,
+        expiresAt=TIMESTAMP,
+        status={"enum": ["pending", "approved", "declined", "expired", "superseded"]},
+        decidedAt=TIMESTAMP,
+        decidedVia={"enum": ["api", "message"]},
+    ),
+    "ApprovalList": object_schema(
+        ["approvals"], approvals={"type": "array", "items": schema_ref("Approval")}
+    ),
+    "ApprovalDecided": {
+        **object_schema(
+            ["approvalId", "decision", "runId", "message", "sessionId"],
+            approvalId={"type": "string"},
+            decision={"enum": ["approved", "declined"]},
+            runId={"type": "string", "description": "The run that resumed the turn."},
+            message=object_schema(
+                ["type", "content", "id"],
+                type={"const": "ai"},
+                content={"type": "string"},
+                id={"type": "string"},
+            ),
+            sessionId={"type": "string"},
+            approvals={
+                "type": "array",
+                "items": schema_ref("Approval"),
+                "description": "Calls the resumed turn paused on in turn.",
+            },
+        ),
+        "description": "The decision and the resumed turn's reply.",
+    },
     "DelegationStored": object_schema(
         ["ok"], ok={"const": True}, expiration={"type": "integer", "description": "Unix seconds."}
     ),
@@ -182,7 +247,8 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
 SSE_DESCRIPTION = (
     "With `stream: true`: server-sent events, each frame `event: <name>\\ndata: <JSON>\\n\\n`. "
     "Events: `reasoning`, `message`, `tool_call`, `action_call`, `render_component`, "
-    "`router.update`, `message_cache_invalidation`, `error`, and `done` last."
+    "`router.update`, `message_cache_invalidation`, `tool_approval_request` (a call waits "
+    "for the user's approval), `error`, and `done` last."
 )
 
 
@@ -347,6 +413,49 @@ BUILTIN_OPERATIONS: dict[tuple[str, str], Operation] = {
             OK: json_response("The run or null.", "ActiveRun"),
             "404": error_response_doc("Session not found."),
         },
+    ),
+    ("GET", "/approvals"): Operation(
+        "The caller's tool approvals, newest first",
+        "approvals",
+        {
+            OK: json_response("Up to 100 approvals.", "ApprovalList"),
+            "400": error_response_doc("Unknown `status` (`code`: `approval.bad_status`)."),
+        },
+        parameters=(
+            query_parameter("sessionId", {"type": "string"}, "Only this session's."),
+            query_parameter(
+                "status",
+                {"enum": ["pending", "approved", "declined", "expired", "superseded"]},
+                "Only approvals with this status.",
+            ),
+        ),
+    ),
+    ("POST", "/approvals/{approvalId}"): Operation(
+        "Approve or decline a tool call; the paused turn resumes (JSON, or SSE with `stream`)",
+        "approvals",
+        {
+            OK: {
+                "description": "The decision with the resumed turn's reply, or its events.",
+                "content": {
+                    "application/json": {"schema": schema_ref("ApprovalDecided")},
+                    "text/event-stream": {
+                        "schema": {"type": "string", "description": SSE_DESCRIPTION}
+                    },
+                },
+            },
+            "400": error_response_doc("Invalid body (`message` lists the problems)."),
+            "404": error_response_doc(
+                "No such approval of the caller's (`code`: `approval.not_found`)."
+            ),
+            "409": error_response_doc(
+                "Already answered (`code`: `approval.decided`), or a turn is running and the "
+                "session rejects a second one (the decision stands; the next turn applies it)."
+            ),
+            "410": error_response_doc(
+                "Expired before the decision; the call was not run (`code`: `approval.expired`)."
+            ),
+        },
+        request_model=ApprovalDecisionDto,
     ),
     ("POST", "/delegation"): Operation(
         "Store the caller's delegation to the oracle",

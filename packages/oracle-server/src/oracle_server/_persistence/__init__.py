@@ -8,6 +8,7 @@ checkpoints; shared mode
 
 from __future__ import annotations
 
+from oracle_server._persistence.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore
 from oracle_server._persistence.blobs import SqlBlobStore
 from oracle_server._persistence.checkpoints import (
     CheckpointerFactory,
@@ -35,6 +36,9 @@ from oracle_server._persistence.userdb import (
 )
 
 __all__ = [
+    "ApprovalRecord",
+    "ApprovalStatus",
+    "ApprovalStore",
     "CheckpointerFactory",
     "DelegationStore",
     "DuplicateSessionError",

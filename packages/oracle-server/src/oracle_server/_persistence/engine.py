@@ -13,6 +13,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.schema import CreateIndex, CreateTable
 
+from oracle_server._persistence.approvals import ApprovalStore
 from oracle_server._persistence.blobs import SqlBlobStore
 from oracle_server._persistence.delegations import DelegationStore, ReauthPrompts
 from oracle_server._persistence.matrix_files import MatrixFileEvents
@@ -166,6 +167,7 @@ class Storage:
         blobs: The blob store (an ``oracle_core.BlobStore``).
         reauth: Re-authorisation prompt throttle.
         matrix_files: The last Matrix upload of each backed-up user file.
+        approvals: Tool approval requests and their decisions (plugins spec §20.2).
     """
 
     def __init__(
@@ -187,6 +189,7 @@ class Storage:
         self.blobs = SqlBlobStore(engine, clock=clock)
         self.reauth = ReauthPrompts(engine, clock=clock)
         self.matrix_files = MatrixFileEvents(engine)
+        self.approvals = ApprovalStore(engine, clock=clock)
 
     @classmethod
     async def open(

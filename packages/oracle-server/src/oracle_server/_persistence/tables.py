@@ -206,6 +206,9 @@ tool_approvals = Table(
     Column("edited_args_hash", String(80)),
     # The answer the thread resumes with, kept until the turn that applies it runs.
     Column("answer", _json()),
+    # When a turn found the call answered in the checkpoint: until then the session may
+    # still be paused on it, so a turn of the session reads its checkpoint first.
+    Column("resumed_at", UtcDateTime()),
     Index(None, "user_did", "interrupt_id", unique=True),
-    Index(None, "user_did", "session_id", "status"),
+    Index(None, "user_did", "session_id", "resumed_at"),
 )

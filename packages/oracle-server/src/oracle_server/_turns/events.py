@@ -38,6 +38,7 @@ EVENT_NAMES = {
     "router": "router.update",
     "message_cache_invalidation": "message_cache_invalidation",
     "warning": "warning",
+    "tool_approval_request": "tool_approval_request",
 }
 
 
@@ -70,9 +71,11 @@ class ServerEventSink:
 
 @dataclass
 class TurnProgress:
-    """Where a turn is: the tool calls running now (their ids)."""
+    """Where a turn is: the tool calls running now (their ids), and whether it paused on
+    an interrupt (a tool call waiting for the user's approval)."""
 
     running_tools: set[str] = field(default_factory=set)
+    interrupted: bool = False
 
 
 async def stream_client_events(
@@ -113,6 +116,9 @@ async def stream_client_events(
                         stream.push("message", {"content": text, "timestamp": timestamp()})
                 continue
             for node, update in data.items():
+                if node == "__interrupt__":
+                    progress.interrupted = True
+                    continue
                 for message in _ai_messages(update):
                     for call in message.tool_calls:
                         args = dict(call["args"])

@@ -35,8 +35,10 @@ from oracle_core import (
 )
 from oracle_server._auth.authenticator import AuthData
 from oracle_server._errors import HTTPError
+from oracle_server._persistence import ApprovalRecord
 from oracle_server._timestamps import timestamp
 from oracle_server._turns.admission import FEWEST, TurnAdmission
+from oracle_server._turns.approvals import TurnApprovals, approval_prompt, waiting_output
 from oracle_server._turns.events import ServerEventSink, TurnProgress, stream_client_events
 from oracle_server._turns.failures import TurnDeadline, TurnFailure, failure_of
 from oracle_server._turns.locks import TurnBusy, TurnLocks
@@ -59,7 +61,8 @@ class TurnInput:
     """Everything a turn needs from the request.
 
     ``model`` is a checked model id for the main agent (``None``: the default); see
-    ``TurnRequest.model``.
+    ``TurnRequest.model``. ``resume`` marks a turn that only applies recorded approval
+    decisions (``message`` is ignored): it ends at once when nothing is left to resume.
     """
 
     auth: AuthData
@@ -70,6 +73,7 @@ class TurnInput:
     state: Mapping[str, Any] = field(default_factory=dict)
     timezone: str | None = None
     model: str | None = None
+    resume: bool = False
 
 
 @dataclass
@@ -92,6 +96,7 @@ class ActiveTurn:
     failure: TurnFailure | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     progress: TurnProgress = field(default_factory=TurnProgress)
+    approvals: list[ApprovalRecord] = field(default_factory=list)
 
 
 class TurnRunner:
@@ -117,6 +122,8 @@ class TurnRunner:
             nothing but their session's lock. ``None`` for no bound.
         adaptive: Admit fewer than ``concurrency`` while the loop thread is saturated
             (``TURN_ADMISSION=adaptive``); otherwise the bound is the limit.
+        approvals: Resumes sessions paused for a tool approval and records new pauses;
+            ``None`` leaves paused threads to the caller.
 
     Attributes:
         abort_elsewhere: With several replicas (SRV-54), asks the others to abort the
@@ -139,6 +146,7 @@ class TurnRunner:
         deadline: float = DEADLINE_SECONDS,
         concurrency: int | None = None,
         adaptive: bool = False,
+        approvals: TurnApprovals | None = None,
     ) -> None:
         self.runtime = runtime
         self.locks = locks
@@ -150,6 +158,7 @@ class TurnRunner:
         self.runs: RunLog = runs or MemoryRunLog()
         self.idle_timeout = idle_timeout
         self.deadline = deadline
+        self.approvals = approvals
         # Past what the replica can serve, more turns at once only lengthen every await
         # of all of them until pool waits time out; beyond the bound, turns wait their
         # turn instead of failing. Fewer are admitted while the loop falls behind.
@@ -423,14 +432,24 @@ class TurnRunner:
             request_id=turn.request_id,
             run_id=turn.run_id,
         )
+        resume: dict[str, Any] | None = None
+        if self.approvals is not None:
+            # Inside the session's lock: no other turn resumes the same calls meanwhile.
+            message = None if turn_input.resume else turn_input.message
+            resume = await self.approvals.answers_for(
+                auth.did, turn.session_id, turn.run_id, message
+            )
+        if turn_input.resume and not resume:
+            return  # nothing decided is waiting: applied already, or still undecided
         built = await self.runtime.build_agent(
             TurnRequest(
                 user=user,
                 session=session,
-                message=turn_input.message,
+                message=None if resume else turn_input.message,
                 state=turn_input.state,
                 abort_signal=turn.abort_signal,
                 model=turn_input.model,
+                resume=resume or None,
             )
         )
         turn.reply = await stream_client_events(
@@ -445,3 +464,34 @@ class TurnRunner:
             idle_timeout=self.idle_timeout,
             progress=turn.progress,
         )
+        if self.approvals is not None and resume:
+            await self.approvals.resumed(auth.did, resume)
+        if turn.progress.interrupted and self.approvals is not None:
+            await self._paused(turn, base)
+
+    async def _paused(self, turn: ActiveTurn, base: Mapping[str, Any]) -> None:
+        """The turn ended waiting for the user's approval: tell the client."""
+        assert self.approvals is not None
+        turn.approvals = await self.approvals.paused(
+            turn.user_did, turn.session_id, turn.run_id, turn.request_id
+        )
+        if not turn.approvals:
+            return
+        for record in turn.approvals:
+            # The call's running indicator ends here; the resume runs it in a new run.
+            turn.stream.push(
+                "tool_call",
+                {
+                    **base,
+                    "toolName": record.tool_name,
+                    "args": {**record.args, "toolName": record.tool_name},
+                    "status": "done",
+                    "eventId": record.tool_call_id,
+                    "output": waiting_output(record.approval_id),
+                    "approvalId": record.approval_id,
+                },
+            )
+        prompt = approval_prompt(turn.approvals)
+        turn.stream.push("message", {"content": prompt, "timestamp": timestamp()})
+        # The turn's answer is the question: the JSON reply, Matrix and the chat log say it.
+        turn.reply = AIMessage(content=prompt, id=f"approval-{turn.run_id}")

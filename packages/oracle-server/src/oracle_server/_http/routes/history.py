@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from oracle_server._errors import HTTPError
-from oracle_server._http.history import to_message_dtos
+from oracle_server._http.history import session_history
 from oracle_server._http.parsing import bounded_int, query_int
 from oracle_server._http.state import auth_of, server_of
 
@@ -81,7 +81,7 @@ async def session_messages(request: Request) -> Response:
         raise HTTPError(400, ["give before or after, not both"])
     if await server.sessions.get(auth.did, session_id) is None:
         raise HTTPError(404, "Session not found")
-    items = to_message_dtos(await server.runtime.thread_messages(auth.did, session_id))
+    items = await session_history(server, auth.did, session_id)
     body = page(
         items,
         limit=limit,

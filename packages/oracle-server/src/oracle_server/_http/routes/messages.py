@@ -11,7 +11,7 @@ from starlette.routing import BaseRoute, Route
 
 from oracle_server._errors import HTTPError
 from oracle_server._http.dto import AbortDto, SendMessageDto
-from oracle_server._http.history import message_id, to_message_dtos
+from oracle_server._http.history import message_id, session_history
 from oracle_server._http.parsing import query_int
 from oracle_server._http.routing import LimitedRoute, RouteLimits
 from oracle_server._http.sse import SSE_HEADERS
@@ -116,8 +116,7 @@ async def send_message(request: Request) -> Response:
         raise HTTPError(409, "The turn was aborted")
     body = reply_body(turn)
     if dto.return_all_messages:
-        messages = await server.runtime.thread_messages(auth.did, session_id)
-        body["messages"] = to_message_dtos(messages)
+        body["messages"] = await session_history(server, auth.did, session_id)
     return JSONResponse(body)
 
 
@@ -131,6 +130,7 @@ def reply_body(turn: ActiveTurn) -> dict[str, Any]:
             "id": message_id(reply) if reply is not None else turn.request_id,
         },
         "sessionId": turn.session_id,
+        **({"approvals": [r.to_wire() for r in turn.approvals]} if turn.approvals else {}),
     }
 
 
@@ -183,8 +183,7 @@ async def history(request: Request) -> Response:
     session_id = request.path_params["session_id"]
     if await server.sessions.get(auth.did, session_id) is None:
         raise HTTPError(404, "Session not found")
-    messages = await server.runtime.thread_messages(auth.did, session_id)
-    return JSONResponse({"messages": to_message_dtos(messages)})
+    return JSONResponse({"messages": await session_history(server, auth.did, session_id)})
 
 
 async def abort(request: Request) -> Response:

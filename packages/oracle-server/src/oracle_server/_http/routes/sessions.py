@@ -70,6 +70,7 @@ async def delete_session(request: Request) -> Response:
         try:
             await server.checkpointers.delete_threads(auth.did, threads)
             await server.sessions.delete(auth.did, session_id)
+            await server.storage.approvals.delete_session(auth.did, session_id)
         except Exception as exc:
             raise HTTPError(400, f"Failed to delete session: {type(exc).__name__}") from exc
     return JSONResponse({"message": "Session deleted successfully"})
