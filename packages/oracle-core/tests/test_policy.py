@@ -250,6 +250,30 @@ async def test_the_policy_holds_inside_a_sub_agent() -> None:
     assert answer.text == "Searched; purging is disabled."
 
 
+async def test_a_sub_agent_never_runs_a_call_that_needs_approval() -> None:
+    sub_model = ScriptedChatModel(
+        [call_tool("archive_purge", {"query": "old"}, id="s1"), "I could not purge."],
+    )
+    model = ScriptedChatModel(
+        [call_tool("call_archivist_agent", {"task": "Purge old notes."}, id="p1"), "Done."],
+        strict=True,
+    )
+    async with await create_test_runtime(
+        plugins=[NotesPlugin()], model=model, models={"subagent": sub_model}, oracle=policy()
+    ) as rt:
+        RUNS.clear()
+        result = await rt.run_turn("Purge my old notes")
+
+    # Bound (it is allowed) but refused: a sub-agent cannot pause the turn for approval.
+    assert "archive_purge" in sub_model.calls[0].tool_names
+    assert RUNS == []
+    refusal = sub_model.calls[1].messages[-1]
+    assert "needs the user's approval (effect destructive)" in refusal.text
+    assert result.approvals == []
+    [answer] = result.tool_messages("call_archivist_agent")
+    assert answer.text == "I could not purge."
+
+
 async def test_each_plugin_reads_only_its_own_data_scope() -> None:
     model = ScriptedChatModel(
         [call_tool("notes_search", {"query": "x"}, id="c1"), "ok"], strict=True

@@ -220,7 +220,11 @@ class SubAgentToolAdapter(BaseTool):
             for t in resolved.tools
             if not policy.denies(t.name)
         ]
-        middleware: list[Any] = [ToolPolicyMiddleware(policy)]
+        # No approval can be asked from here (the parent's turn would have to pause and
+        # replay this run): calls that need one are refused, never run unapproved.
+        verdicts = {t.name: policy.verdict(t.name, t.effect) for t in resolved.tools}
+        unapprovable = {n: v.rule or "" for n, v in verdicts.items() if v.action == "approve"}
+        middleware: list[Any] = [ToolPolicyMiddleware(policy, unapprovable=unapprovable)]
         middleware += [wrap_plugin_middleware(resolved.owner, m) for m in spec.middlewares]
         middleware.append(CurrentTimeMiddleware(self.time_line or None))
         window = context_window(spec.model, model, self.windows)

@@ -17,7 +17,16 @@ from typing import Any
 import httpx
 import nio
 import pytest
+from pydantic import BaseModel, ConfigDict
 
+from oracle_core import (
+    OraclePlugin,
+    PluginContext,
+    PluginManifest,
+    PluginTool,
+    RuntimeContext,
+    plugin_tool,
+)
 from oracle_server._matrix.rooms import user_room_alias
 from oracle_server.testing import (
     ENTITY_DID,
@@ -25,6 +34,7 @@ from oracle_server.testing import (
     OpenAIDouble,
     OracleAccount,
     Synapse,
+    ToolCalls,
     eventually,
     matrix_user,
     node_env,
@@ -112,6 +122,80 @@ async def test_conversation_is_logged_to_the_users_encrypted_room(
     assert secret.encode() not in synapse.stored_bytes()
 
 
+async def open_user_room(
+    client: nio.AsyncClient,
+    synapse: Synapse,
+    oracle_account: OracleAccount,
+    app: Any,
+    user_did: str,
+) -> str:
+    """The user's client creates the room under the alias and invites the oracle (SRV-67);
+    the room's id once the oracle has joined it."""
+    created = await client.room_create(
+        alias=user_room_alias(user_did, ENTITY_DID, synapse.server_name)[1:].split(":")[0],
+        invite=[oracle_account.bot.user_id],
+        initial_state=[
+            {
+                "type": "m.room.encryption",
+                "state_key": "",
+                "content": {"algorithm": "m.megolm.v1.aes-sha2"},
+            }
+        ],
+    )
+    assert isinstance(created, nio.RoomCreateResponse), created
+    room_id = created.room_id
+    matrix = app.state.matrix
+    assert matrix is not None
+    assert matrix.client is not None
+    client_of_oracle = matrix.client
+
+    async def oracle_joined() -> bool:
+        return bool(
+            await client_of_oracle.is_member(room_id, oracle_account.bot.user_id)
+            and room_id in client_of_oracle.nio.rooms
+        )
+
+    await eventually(oracle_joined)
+    await client.sync(timeout=0)
+    return str(room_id)
+
+
+async def assistant_texts(client: nio.AsyncClient, room_id: str) -> list[dict[str, Any]]:
+    """The oracle's answers in the room, oldest first."""
+    return [m for m in await decrypted_texts(client, room_id) if m.get("ixo.role") == "assistant"]
+
+
+class Target(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    target: str
+
+
+class FilesPlugin(OraclePlugin):
+    """Deleting a file is destructive: it waits for the user's approval."""
+
+    name = "files"
+    version = "1"
+    manifest = PluginManifest(
+        title="Files", summary="Keeps files.", when_to_use=["files"], visibility="always"
+    )
+
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+
+    def get_tools(self, ctx: PluginContext[Any]) -> list[PluginTool]:
+        @plugin_tool(
+            name="files_delete",
+            description="Delete a file.",
+            args_schema=Target,
+            effect="destructive",
+        )
+        def files_delete(args: Target, rt_ctx: RuntimeContext[Any]) -> str:
+            self.deleted.append(args.target)
+            return f"deleted {args.target}"
+
+        return [files_delete]
+
+
 async def test_a_message_in_the_users_room_runs_a_turn_answered_in_its_thread(
     synapse: Synapse,
     oracle_account: OracleAccount,
@@ -126,33 +210,9 @@ async def test_a_message_in_the_users_room_runs_a_turn_answered_in_its_thread(
         oracle_node(env) as (app, base_url),
         httpx.AsyncClient(base_url=base_url, headers=user_headers(user), timeout=30) as http,
     ):
-        # The user's client creates the room under the alias and invites the oracle (SRV-67).
-        created = await client.room_create(
-            alias=user_room_alias(user.did(), ENTITY_DID, synapse.server_name)[1:].split(":")[0],
-            invite=[oracle_account.bot.user_id],
-            initial_state=[
-                {
-                    "type": "m.room.encryption",
-                    "state_key": "",
-                    "content": {"algorithm": "m.megolm.v1.aes-sha2"},
-                }
-            ],
-        )
-        assert isinstance(created, nio.RoomCreateResponse), created
-        room_id = created.room_id
+        room_id = await open_user_room(client, synapse, oracle_account, app, user.did())
         matrix = app.state.matrix
         assert matrix is not None
-        assert matrix.client is not None
-        client_of_oracle = matrix.client
-
-        async def oracle_joined() -> bool:
-            return bool(
-                await client_of_oracle.is_member(room_id, oracle_account.bot.user_id)
-                and room_id in client_of_oracle.nio.rooms
-            )
-
-        await eventually(oracle_joined)
-        await client.sync(timeout=0)
         sent = await client.room_send(
             room_id,
             "m.room.message",
@@ -218,3 +278,59 @@ async def test_shared_mode_keeps_matrix_for_the_chat_log_only(
         assert stored is not None
         assert stored.room_id == resolved.room_id
         assert stored.matrix_thread_id is not None
+
+
+async def test_an_approval_is_asked_and_answered_in_the_matrix_thread(
+    synapse: Synapse,
+    oracle_account: OracleAccount,
+    llm: OpenAIDouble,
+    blocksync: BlocksyncDouble,
+    tmp_path: Path,
+) -> None:
+    user = blocksync.add_user(Ed25519Signer.generate())
+    plugin = FilesPlugin()
+    llm.add_steps(ToolCalls([("files_delete", {"target": "report.txt"})]), "Deleted report.txt.")
+    env = node_env(synapse, oracle_account, tmp_path / "node", llm=llm, blocksync=blocksync)
+    async with (
+        matrix_user(synapse, user.did(), tmp_path / "user-store") as client,
+        oracle_node(env, plugins=[plugin]) as (app, _base_url),
+    ):
+        room_id = await open_user_room(client, synapse, oracle_account, app, user.did())
+        sent = await client.room_send(
+            room_id,
+            "m.room.message",
+            {"msgtype": "m.text", "body": "delete report.txt"},
+            ignore_unverified_devices=True,
+        )
+        assert isinstance(sent, nio.RoomSendResponse), sent
+
+        async def asked() -> list[dict[str, Any]]:
+            return await assistant_texts(client, room_id)
+
+        [question] = await eventually(asked)
+        assert "Approval needed" in question["body"]
+        assert "files_delete" in question["body"]
+        assert question["m.relates_to"]["event_id"] == sent.event_id
+        assert plugin.deleted == []
+
+        # A plain yes in the thread approves the call; it runs once.
+        await client.room_send(
+            room_id,
+            "m.room.message",
+            {
+                "msgtype": "m.text",
+                "body": "yes",
+                "m.relates_to": {"rel_type": "m.thread", "event_id": sent.event_id},
+            },
+            ignore_unverified_devices=True,
+        )
+
+        async def answered() -> list[dict[str, Any]]:
+            texts = await assistant_texts(client, room_id)
+            return texts if len(texts) > 1 else []
+
+        [_, answer] = await eventually(answered)
+        assert answer["body"] == "Deleted report.txt."
+        assert plugin.deleted == ["report.txt"]
+        [approval] = await app.state.storage.approvals.find(user.did())
+        assert (approval.status, approval.decided_via) == ("approved", "message")
