@@ -608,6 +608,55 @@ async def test_invalid_arguments_become_an_error_message() -> None:
     assert RUNS["get_forecast"] == 1
 
 
+class JsonSchemaPlugin(OraclePlugin):
+    """A tool described by a JSON schema, as an MCP server's tools are bound."""
+
+    name = "ledger"
+    version = "1"
+    manifest = make_manifest("Ledger")
+
+    def get_tools(self, ctx: PluginContext[Any]) -> list[PluginTool]:
+        schema = {
+            "type": "object",
+            "properties": {
+                "account": {"type": "string", "minLength": 3},
+                "amount": {"type": "integer", "minimum": 1},
+            },
+            "required": ["account", "amount"],
+            "additionalProperties": False,
+        }
+
+        def credit(args: Any, rt_ctx: RuntimeContext[Any]) -> str:
+            RUNS["credit"] += 1
+            return f"credited {args['amount']} to {args['account']}"
+
+        return [
+            PluginTool(name="credit", description="Credit.", args_schema=schema, handler=credit)
+        ]
+
+
+async def test_json_schema_arguments_are_validated_before_the_tool_runs() -> None:
+    RUNS["credit"] = 0
+    model = ScriptedChatModel(
+        [
+            call_tool("credit", {"account": "ab", "amount": 0, "memo": "x"}),
+            call_tool("credit", {"account": "abc", "amount": 5}),
+            "Credited.",
+        ]
+    )
+    async with await create_test_runtime(plugins=[JsonSchemaPlugin()], model=model) as runtime:
+        result = await runtime.run_turn("credit abc")
+
+    invalid, valid = result.tool_messages("credit")
+    assert invalid.status == "error"
+    assert "Invalid arguments for tool 'credit'" in invalid.text
+    assert "account: 'ab' is too short" in invalid.text
+    assert "amount: 0 is less than the minimum of 1" in invalid.text
+    assert "'memo' was unexpected" in invalid.text
+    assert valid.text == "credited 5 to abc"
+    assert RUNS["credit"] == 1
+
+
 # --- failures that end the turn (CORE-84) ---------------------------------------------
 
 

@@ -96,7 +96,10 @@ def _argument_problems(request: ToolCallRequest) -> list[str]:
     if tool is None:
         return []
     schema = tool.args_schema
-    # JSON-schema dicts (e.g. from MCP) are checked by the tool itself.
+    if isinstance(schema, Mapping):
+        # A JSON-schema tool (an MCP tool's, bound verbatim) is checked at the edge too:
+        # a call the schema refuses never reaches the server.
+        return _json_schema_problems(schema, request.tool_call.get("args") or {})
     if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
         return []
     injected = _injected_fields(tool, schema)
@@ -114,6 +117,45 @@ def _argument_problems(request: ToolCallRequest) -> list[str]:
     except Exception:  # a validator raising something odd: let the tool itself decide
         return []
     return []
+
+
+# Validators by schema object: per-turn tools are new objects, their schemas often not.
+_VALIDATORS: dict[int, tuple[Mapping[str, Any], Any]] = {}
+_VALIDATOR_CACHE_SIZE = 1024
+_MAX_PROBLEMS = 10
+
+
+def _validator(schema: Mapping[str, Any]) -> Any:
+    """A ``jsonschema`` validator of ``schema`` (its declared draft, else 2020-12, as MCP
+    uses); ``None`` for a schema that is not valid itself (the tool then decides)."""
+    import jsonschema
+
+    cached = _VALIDATORS.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    kind = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        kind.check_schema(dict(schema))
+        validator: Any = kind(schema)
+    except jsonschema.SchemaError:
+        validator = None
+    if len(_VALIDATORS) >= _VALIDATOR_CACHE_SIZE:
+        _VALIDATORS.pop(next(iter(_VALIDATORS)))
+    _VALIDATORS[id(schema)] = (schema, validator)
+    return validator
+
+
+def _json_schema_problems(schema: Mapping[str, Any], args: Mapping[str, Any]) -> list[str]:
+    validator = _validator(schema)
+    if validator is None:
+        return []
+    payload = {key: value for key, value in args.items() if key not in _ALWAYS_INJECTED}
+    errors = sorted(validator.iter_errors(payload), key=lambda error: list(error.path))
+    problems = []
+    for error in errors[:_MAX_PROBLEMS]:
+        location = ".".join(str(part) for part in error.path) or "(arguments)"
+        problems.append(f"{location}: {error.message}")
+    return problems
 
 
 def _handler_error_problems(exc: Exception) -> list[str]:
