@@ -1,20 +1,18 @@
-"""The MCP client: reconnects only when no connection was made, remembers an outage, and
-a turn whose engine is down lists memory as degraded instead of failing."""
+"""Memory on the shared MCP client: the engine's refusal is not retried, and a turn whose
+engine is down lists memory as degraded instead of failing. (The client's own behaviour is
+tested in oracle-mcp.)"""
 
 from __future__ import annotations
 
-import socket
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from mcp.types import CallToolResult, TextContent
 
 from oracle_core import UcanAccessor, UserInfo
 from oracle_core.testing import ScriptedChatModel, create_test_runtime
-from oracle_plugins.memory import EngineUnavailableError, McpEngineClient, MemoryPlugin
-from oracle_plugins.memory._mcp import render_result
+from oracle_mcp import McpClient, McpUnavailableError
+from oracle_plugins.memory import MemoryPlugin
 from oracle_plugins.memory.testing import MemoryEngineDouble
 from oracle_server.testing import LoopbackServer
 from oracle_ucan import Ed25519Signer
@@ -22,46 +20,17 @@ from oracle_ucan import Ed25519Signer
 MinterFactory = Callable[..., UcanAccessor]
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
-async def test_an_unreachable_engine_is_retried_then_remembered() -> None:
-    client = McpEngineClient(
-        f"http://127.0.0.1:{closed_port()}/mcp/", reconnect_attempts=3, reconnect_delay=0.1
-    )
-    started = time.monotonic()
-    with pytest.raises(EngineUnavailableError, match="unreachable after 4 attempts") as failed:
-        await client.list_tools({})
-    assert failed.value.unreachable
-    assert 0.3 <= time.monotonic() - started < 3.0  # three waits between four attempts
-
-    started = time.monotonic()
-    with pytest.raises(EngineUnavailableError, match="unreachable"):
-        await client.list_tools({})
-    assert time.monotonic() - started < 0.1  # no new attempts while it is known down
-
-
 async def test_a_refusal_is_not_retried(engine: MemoryEngineDouble) -> None:
-    client = McpEngineClient(engine.mcp_url, reconnect_attempts=3, reconnect_delay=1.0)
-    started = time.monotonic()
-    with pytest.raises(EngineUnavailableError, match="HTTP 401") as failed:
+    client = McpClient(engine.mcp_url, name="memory", reconnect_attempts=3, reconnect_delay=1.0)
+    with pytest.raises(McpUnavailableError, match="HTTP 401") as failed:
         await client.call_tool("add_memory", {"name": "x", "content": "y"}, {})
+    await client.aclose()
+    assert failed.value.status == 401
     assert not failed.value.unreachable
-    assert time.monotonic() - started < 1.0
+    # Refused, not retried: the probe of the new revision and the older handshake the SDK
+    # falls back to are both refused, once each (a retry would double that).
+    assert engine.rejected == ["missing invocation"] * 2
     assert engine.memories == {}
-
-
-def test_results_read_as_text() -> None:
-    texts = CallToolResult(
-        content=[TextContent(type="text", text="a"), TextContent(type="text", text="b")]
-    )
-    structured = CallToolResult(content=[], structuredContent={"n": 1})
-    assert render_result(texts) == "a\nb"
-    assert render_result(structured) == '{"n": 1}'
 
 
 async def test_a_turn_with_the_engine_down_lists_memory_as_degraded(

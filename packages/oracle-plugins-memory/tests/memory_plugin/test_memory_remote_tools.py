@@ -46,7 +46,7 @@ async def test_default_tools_are_prefixed_and_bound_verbatim(
     bound = {t.name: t.plugin_tool for t in built.tools if hasattr(t, "plugin_tool")}
     for name in DEFAULT_TOOLS:
         wire = upstream[name.removeprefix("memory-engine__")]
-        assert bound[name].args_schema == wire.inputSchema
+        assert bound[name].args_schema == wire.input_schema
         assert bound[name].description == wire.description
     assert built.tool_infos["memory-engine__search_memory_engine"].effect == "read"
     assert built.tool_infos["memory-engine__clear"].effect == "destructive"

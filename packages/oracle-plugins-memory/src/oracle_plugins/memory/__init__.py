@@ -7,7 +7,6 @@ own ``MemoryPlugin(...)`` in ``plugins=`` to change its options.
 from oracle_plugins.memory._config import Backend, MemoryConfig, select_backend, wants_memory
 from oracle_plugins.memory._embedding import PACKAGED_MODEL_ID, Embedder, load_embedder
 from oracle_plugins.memory._ingest import HistoryIngestionMiddleware, turn_messages
-from oracle_plugins.memory._mcp import EngineUnavailableError, McpEngineClient, ToolDefinition
 from oracle_plugins.memory._names import (
     DEFAULT_SELECTED_TOOLS,
     MAIN_AGENT_ONLY,
@@ -35,14 +34,11 @@ __all__ = [
     "Backend",
     "EmbeddedMemoryStore",
     "Embedder",
-    "EngineUnavailableError",
     "HistoryIngestionMiddleware",
-    "McpEngineClient",
     "MemoryConfig",
     "MemoryPlugin",
     "SearchResult",
     "SlotQuery",
-    "ToolDefinition",
     "UserContextReader",
     "batch_request",
     "format_slot",

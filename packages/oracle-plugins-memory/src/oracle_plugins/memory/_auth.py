@@ -1,33 +1,26 @@
 """The headers every Memory Engine request carries: a fresh UCAN invocation and the room.
 
-``Authorization: Bearer <invocation>`` is minted per request from the user's delegation
-(capability ``ixo:memory``, ability ``memory/*``, audience the engine's ``did:web``),
-``X-Auth-Type: ucan``, and ``x-room-id`` with the user↔oracle room when there is one.
-Nothing here raises into a turn: a failure is an ``AuthFailure`` whose reason names no
-user data, and the caller degrades.
+``Authorization: Bearer <invocation>`` is minted per request by the shared MCP client's
+``UcanInvocationAuth`` (capability ``ixo:memory``, ability ``memory/*``, audience the
+engine's ``did:web``), with ``X-Auth-Type: ucan``, and ``x-room-id`` with the user↔oracle
+room when there is one. Nothing here raises into a turn: a failure is an ``AuthFailure``
+whose reason names no user data, and the caller degrades.
 """
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from oracle_core import RuntimeContext
+from oracle_mcp import AuthFailure, UcanInvocationAuth
 
 __all__ = ["MEMORY_ABILITY", "MEMORY_CAPABILITY", "AuthFailure", "EngineAuth", "RoomCache"]
 
 MEMORY_CAPABILITY = "ixo:memory"
 MEMORY_ABILITY = "memory/*"
-
-
-@dataclass(frozen=True)
-class AuthFailure:
-    """Why no headers could be made (safe to log)."""
-
-    reason: str
 
 
 class RoomCache:
@@ -78,27 +71,12 @@ class EngineAuth:
 
     def __init__(self, rooms: RoomCache, did_url: str) -> None:
         self._rooms = rooms
-        self._did_url = did_url
+        self._invocation = UcanInvocationAuth(did_url, MEMORY_CAPABILITY, MEMORY_ABILITY)
 
-    async def headers(self, rt_ctx: RuntimeContext[Any]) -> dict[str, str] | AuthFailure:
+    async def headers(self, rt_ctx: RuntimeContext[Any]) -> Mapping[str, str] | AuthFailure:
         """Headers for a request to the engine (MCP or REST), or why there are none."""
-        if not rt_ctx.user.did:
-            return AuthFailure("no user DID on this request")
-        ucan = rt_ctx.ucan
-        if ucan is None:
-            return AuthFailure("no UCAN service")
-        try:
-            audience = await ucan.resolve_service_did(self._did_url)
-        except Exception as exc:
-            return AuthFailure(f"service DID not resolved ({type(exc).__name__})")
-        try:
-            token = await ucan.mint_invocation(audience, MEMORY_CAPABILITY, can=MEMORY_ABILITY)
-        except Exception as exc:
-            return AuthFailure(f"invocation not minted ({type(exc).__name__})")
-        if not token:
-            return AuthFailure("the user's delegation does not grant memory/* on ixo:memory")
-        headers = {"Authorization": f"Bearer {token}", "X-Auth-Type": "ucan"}
+        minted = await self._invocation(rt_ctx)
+        if isinstance(minted, AuthFailure):
+            return minted
         room = await self._rooms.room_for(rt_ctx)
-        if room:
-            headers["x-room-id"] = room
-        return headers
+        return {**minted, "x-room-id": room} if room else minted

@@ -21,13 +21,13 @@ from oracle_core import (
     ReadonlyState,
     RuntimeContext,
 )
-from oracle_plugins.memory._auth import AuthFailure, EngineAuth, RoomCache
+from oracle_mcp import AuthFailure, McpClient
+from oracle_plugins.memory._auth import EngineAuth, RoomCache
 from oracle_plugins.memory._config import MemoryConfig, wants_memory
 from oracle_plugins.memory._context import ContextCache, EngineRestClient, UserContext
 from oracle_plugins.memory._embedded import build_embedded_tools
 from oracle_plugins.memory._embedding import Embedder, load_embedder
 from oracle_plugins.memory._ingest import HistoryIngestionMiddleware
-from oracle_plugins.memory._mcp import McpEngineClient
 from oracle_plugins.memory._names import DEFAULT_SELECTED_TOOLS, MAIN_AGENT_ONLY, wire_name
 from oracle_plugins.memory._names import wire_names as _wire_names
 from oracle_plugins.memory._remote import RemoteBackend
@@ -166,6 +166,8 @@ class MemoryPlugin(OraclePlugin):
         finally:
             self._running = None
             await self._ingestion.drain()
+            if running.remote is not None:
+                await running.remote.mcp.aclose()
             if running.http is not None:
                 await running.http.aclose()
             if running.store is not None:
@@ -181,8 +183,9 @@ class MemoryPlugin(OraclePlugin):
         running.http = httpx.AsyncClient()
         oracle_dids = [d for d in (ctx.identity.entity_did, ctx.config.get("ORACLE_DID")) if d]
         running.remote = RemoteBackend(
-            mcp=McpEngineClient(
+            mcp=McpClient(
                 config.MEMORY_MCP_URL,
+                name="memory",
                 reconnect_attempts=self.reconnect_attempts,
                 reconnect_delay=self.reconnect_delay,
                 tools_ttl=self.tools_ttl,

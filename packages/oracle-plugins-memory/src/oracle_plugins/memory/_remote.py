@@ -5,27 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel
-
-from oracle_core import PluginTool, RuntimeContext
-from oracle_plugins.memory._auth import AuthFailure, EngineAuth
+from oracle_core import Effect, PluginTool, RuntimeContext
+from oracle_mcp import AuthFailure, McpClient, McpToolDefinition, mcp_plugin_tools
+from oracle_plugins.memory._auth import EngineAuth
 from oracle_plugins.memory._context import EngineRestClient, UserContext, context_from_batch
-from oracle_plugins.memory._mcp import (
-    EngineUnavailableError,
-    McpEngineClient,
-    ToolDefinition,
-    render_result,
-)
-from oracle_plugins.memory._names import prefixed, tool_effect
+from oracle_plugins.memory._names import TOOL_PREFIX, tool_effect
 from oracle_plugins.memory._scope import scoped_knowledge_level
 from oracle_plugins.memory._slots import batch_request
 
 __all__ = ["RemoteBackend"]
-
-UNAUTHORISED = (
-    "Memory is unavailable for this request: no authorisation for the memory service. "
-    "Tell the user if they asked for it."
-)
 
 
 class RemoteBackend:
@@ -42,7 +30,7 @@ class RemoteBackend:
     def __init__(
         self,
         *,
-        mcp: McpEngineClient,
+        mcp: McpClient,
         rest: EngineRestClient,
         auth: EngineAuth,
         selected: Sequence[str],
@@ -58,46 +46,21 @@ class RemoteBackend:
         """This request's tools, or why there are none (a mint failure: no tools, a warning).
 
         Raises:
-            EngineUnavailableError: the engine cannot list its tools (the turn lists
+            McpUnavailableError: the engine cannot list its tools (the turn lists
                 memory as degraded).
         """
         headers = await self.auth.headers(rt_ctx)
         if isinstance(headers, AuthFailure):
             return headers
         definitions = {d.name: d for d in await self.mcp.list_tools(headers)}
-        return [self._tool(definitions[n]) for n in self.selected if n in definitions]
-
-    def _tool(self, definition: ToolDefinition) -> PluginTool:
-        mcp, auth, wire = self.mcp, self.auth, definition.name
-        properties = definition.input_schema.get("properties")
-        leveled = isinstance(properties, dict) and "knowledge_level" in properties
-
-        async def call(args: Any, rt_ctx: RuntimeContext[Any]) -> Any:
-            payload = args.model_dump() if isinstance(args, BaseModel) else dict(args)
-            if leveled and rt_ctx.data_scope:
-                requested = str(payload.get("knowledge_level") or "both")
-                payload["knowledge_level"] = scoped_knowledge_level(requested, rt_ctx.data_scope)
-            headers = await auth.headers(rt_ctx)
-            if isinstance(headers, AuthFailure):
-                rt_ctx.logger.warning("memory tool %s not called: %s", wire, headers.reason)
-                return {"ok": False, "error": UNAUTHORISED}
-            try:
-                result = await mcp.call_tool(wire, payload, headers)
-            except EngineUnavailableError as exc:
-                rt_ctx.logger.warning("memory tool %s failed: %s", wire, exc)
-                return {"ok": False, "error": f"The memory service is unavailable ({exc})."}
-            text = render_result(result)
-            if result.isError:
-                return {"ok": False, "error": text[:1000] or "The memory service refused."}
-            return text
-
-        return PluginTool(
-            name=prefixed(wire),
-            description=definition.description,
-            # The engine's schema, verbatim: the engine validates the arguments.
-            args_schema=dict(definition.input_schema),
-            handler=call,
-            effect=tool_effect(wire, definition.read_only),
+        return mcp_plugin_tools(
+            self.mcp,
+            [definitions[n] for n in self.selected if n in definitions],
+            headers=self.auth.headers,
+            prefix=TOOL_PREFIX,
+            label="the memory service",
+            effect=_effect,
+            arguments=_scoped,
         )
 
     async def user_context(self, rt_ctx: RuntimeContext[Any]) -> UserContext | None:
@@ -119,3 +82,19 @@ class RemoteBackend:
             rt_ctx.logger.info("memory history not ingested: %s", headers.reason)
             return
         await self.rest.post_messages(messages, headers)
+
+
+def _effect(definition: McpToolDefinition) -> Effect:
+    # The engine annotates read-only tools; the deleting ones are known by name.
+    return tool_effect(definition.name, definition.read_only)
+
+
+def _scoped(
+    definition: McpToolDefinition, payload: dict[str, Any], rt_ctx: RuntimeContext[Any]
+) -> dict[str, Any]:
+    """``knowledge_level`` narrowed to the request's data scope, for the tools that take it."""
+    properties = definition.input_schema.get("properties")
+    if rt_ctx.data_scope and isinstance(properties, dict) and "knowledge_level" in properties:
+        requested = str(payload.get("knowledge_level") or "both")
+        payload["knowledge_level"] = scoped_knowledge_level(requested, rt_ctx.data_scope)
+    return payload

@@ -2,7 +2,7 @@
 
 ``MemoryEngineDouble`` is one Starlette app with:
 
-- ``/mcp/``: a real MCP server (the ``mcp`` SDK's ``FastMCP``, streamable HTTP) exposing
+- ``/mcp/``: a real MCP server (the ``mcp`` SDK's ``MCPServer``, stateless streamable HTTP) exposing
   ``search_memory_engine``, ``add_memory``, ``delete_episode``, ``clear``,
   ``add_oracle_knowledge`` and ``delete_edge`` with the contract's argument names;
 - ``POST /search-enhanced-batch`` and ``POST /messages``, the REST surface;
@@ -27,18 +27,20 @@ import asyncio
 import contextlib
 import re
 import uuid as uuid_lib
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from mcp.server.fastmcp import Context, FastMCP
-from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from oracle_mcp.testing import mounted_app, running
 from oracle_ucan import CapabilityDef, ChainVerifier, validate_invocation
 
 __all__ = ["Caller", "MemoryEngineDouble", "RecordedRequest", "StoredMemory"]
@@ -131,10 +133,10 @@ class MemoryEngineDouble:
         self.error_slots: set[int] = set()
         self.batch_status: int | None = None
         self.ingested_event = asyncio.Event()
-        self.mcp = FastMCP("memory-engine-double", streamable_http_path="/", stateless_http=True)
+        self.mcp: MCPServer[Any] = MCPServer("memory-engine-double", log_level="WARNING")
         self._register_tools()
         # Building the app creates the session manager that running() starts.
-        self._mcp_app = _AuthenticatedMcp(self, self.mcp.streamable_http_app())
+        self._mcp_app = _AuthenticatedMcp(self, mounted_app(self.mcp))
 
     # --- serving -------------------------------------------------------------------
 
@@ -163,31 +165,9 @@ class MemoryEngineDouble:
             Mount("/mcp", app=self._mcp_app),
         ]
 
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """Run the MCP session manager (a mounted app's own lifespan does not run).
-
-        The manager runs in a task of its own: its cancel scope must be exited by the task
-        that entered it, and a fixture's setup and teardown may run in different tasks.
-        """
-        started, stop = asyncio.Event(), asyncio.Event()
-
-        async def hold() -> None:
-            async with self.mcp.session_manager.run():
-                started.set()
-                await stop.wait()
-
-        task = asyncio.get_running_loop().create_task(hold())
-        waiter = asyncio.get_running_loop().create_task(started.wait())
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        if not started.is_set():
-            waiter.cancel()
-            await task  # raises why it stopped
-        try:
-            yield
-        finally:
-            stop.set()
-            await task
+    def running(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Run the MCP session manager (a mounted app's own lifespan does not run)."""
+        return running(self.mcp)
 
     # --- store helpers for tests --------------------------------------------------------
 
@@ -319,7 +299,7 @@ class MemoryEngineDouble:
     def _register_tools(self) -> None:
         mcp = self.mcp
 
-        def caller_of(ctx: Context[Any, Any, Any]) -> Caller:
+        def caller_of(ctx: Context[Any, Any]) -> Caller:
             request = ctx.request_context.request
             caller = getattr(getattr(request, "state", None), "memory_caller", None)
             if not isinstance(caller, Caller):
@@ -336,10 +316,13 @@ class MemoryEngineDouble:
                         return items, index
             return None
 
-        @mcp.tool(description="Search the user's memories and the oracle's knowledge.")
+        @mcp.tool(
+            description="Search the user's memories and the oracle's knowledge.",
+            annotations=ToolAnnotations(read_only_hint=True),
+        )
         def search_memory_engine(
             query: str,
-            ctx: Context[Any, Any, Any],
+            ctx: Context[Any, Any],
             strategy: Literal[
                 "balanced",
                 "diverse",
@@ -365,7 +348,7 @@ class MemoryEngineDouble:
         def add_memory(
             name: str,
             content: str,
-            ctx: Context[Any, Any, Any],
+            ctx: Context[Any, Any],
             source: str = "text",
             source_description: str = "",
         ) -> dict[str, Any]:
@@ -379,7 +362,7 @@ class MemoryEngineDouble:
             name: str,
             content: str,
             confirmed_insertion_from_user: bool,
-            ctx: Context[Any, Any, Any],
+            ctx: Context[Any, Any],
             knowledge_space_type: Literal["public", "private"] = "public",
             source: str = "text",
             source_description: str = "",
@@ -397,7 +380,7 @@ class MemoryEngineDouble:
 
         @mcp.tool(description="Delete one episode.")
         def delete_episode(
-            episode_uuid: str, confirmed_deletion_from_user: bool, ctx: Context[Any, Any, Any]
+            episode_uuid: str, confirmed_deletion_from_user: bool, ctx: Context[Any, Any]
         ) -> dict[str, Any]:
             caller = caller_of(ctx)
             self.tool_calls.append(("delete_episode", {"episode_uuid": episode_uuid}))
@@ -411,7 +394,7 @@ class MemoryEngineDouble:
 
         @mcp.tool(description="Delete one fact (edge).")
         def delete_edge(
-            edge_uuid: str, confirmed_deletion_from_user: bool, ctx: Context[Any, Any, Any]
+            edge_uuid: str, confirmed_deletion_from_user: bool, ctx: Context[Any, Any]
         ) -> dict[str, Any]:
             caller = caller_of(ctx)
             self.tool_calls.append(("delete_edge", {"edge_uuid": edge_uuid}))
@@ -424,7 +407,7 @@ class MemoryEngineDouble:
             return {"deleted": edge_uuid}
 
         @mcp.tool(description="Erase all of the user's memories.")
-        def clear(confirmed_deletion_from_user: bool, ctx: Context[Any, Any, Any]) -> str:
+        def clear(confirmed_deletion_from_user: bool, ctx: Context[Any, Any]) -> str:
             caller = caller_of(ctx)
             self.tool_calls.append(("clear", {}))
             if confirmed_deletion_from_user is not True:
