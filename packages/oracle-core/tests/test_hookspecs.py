@@ -16,6 +16,7 @@ TESTS_DIR = Path(__file__).resolve().parent
 # The hooks of CORE-5 and the parameters each receives.
 SPEC_TABLE: dict[str, tuple[str, ...]] = {
     "auto_detect": ("env",),
+    "get_capabilities": ("ctx",),
     "get_tools": ("ctx",),
     "get_request_tools": ("rt_ctx",),
     "get_sub_agents": ("ctx",),

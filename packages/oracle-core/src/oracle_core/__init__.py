@@ -141,6 +141,7 @@ from oracle_core._tokens import count_prompt_tokens, count_tokens
 from oracle_core._tools import (
     Effect,
     ModelRole,
+    PluginCapability,
     PluginSubAgent,
     PluginTool,
     ToolInfo,
@@ -223,6 +224,7 @@ __all__ = [
     "OracleRuntime",
     "PageContextMiddleware",
     "PermissiveUcanService",
+    "PluginCapability",
     "PluginContext",
     "PluginManifest",
     "PluginStatusChangeEvent",

@@ -15,6 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from oracle_core._agent_prompt import PromptParts, compose_turn_prompt
+from oracle_core._boot import loadable_manifests
 from oracle_core._capabilities import CapabilityCatalog, CatalogEntry, ToolView
 from oracle_core._checkpoint import PrimedCheckpointer, read_thread_state
 from oracle_core._context import (
@@ -101,6 +102,8 @@ class PluginBinding:
     static_ids: set[int] = field(default_factory=set)
     infos: dict[str, ToolInfo] = field(default_factory=dict)
     entry: CatalogEntry = field(default=None)  # type: ignore[assignment]
+    capability_entries: dict[str, CatalogEntry] = field(default_factory=dict)
+    """The catalog entries of the plugin's declared capabilities."""
 
 
 @dataclass
@@ -207,9 +210,9 @@ class AgentBuilder:
         if router is None:
             return frozenset()
         on_demand = {
-            b.name: b.manifest
-            for b in self.rt.booted
-            if b.manifest.visibility == "on-demand" and b.name not in loaded
+            name: manifest
+            for name, manifest in loadable_manifests(self.rt.booted)
+            if manifest.visibility == "on-demand" and name not in loaded
         }
         text = turn.message_text()
         if not on_demand or not text:
@@ -223,7 +226,7 @@ class AgentBuilder:
         ignored = [n for n in names if n not in on_demand]
         if ignored:
             self.rt.logger.warning(
-                "capability router returned names that are not loadable on-demand plugins: %s",
+                "capability router returned names that are not loadable on-demand capabilities: %s",
                 ", ".join(ignored),
             )
         if chosen and ctx.emit is not None:
@@ -427,6 +430,7 @@ class AgentBuilder:
             static_ids |= binding.static_ids
             infos.update(binding.infos)
             entries[entry.name] = binding.entry
+            entries.update(binding.capability_entries)
         return bound, static_ids, infos, CapabilityCatalog(entries=entries, preloaded=preloaded)
 
     def _is_static(self, entry: BootedPlugin) -> bool:
@@ -494,35 +498,61 @@ class AgentBuilder:
         sub_adapters: list[SubAgentToolAdapter],
     ) -> PluginBinding:
         binding = PluginBinding()
-        views: list[ToolView] = []
-        default_vis = entry.manifest.visibility
-        on_demand = False
+        declared = {c.name: c for c in entry.capabilities}
+        # The plugin's own tools under "", then each declared capability's.
+        views: dict[str, list[ToolView]] = {"": [], **{name: [] for name in declared}}
+        on_demand: dict[str, bool] = dict.fromkeys(views, False)
         policy = self.rt.tool_policy
         for tool in plugin_tools:
             if policy.denies(tool.name):
                 continue  # never bound: the model never sees it (§20.1)
+            capability = tool.capability if tool.capability in declared else None
+            if tool.capability is not None and capability is None:
+                self.rt.logger.warning(
+                    "tool '%s' of plugin '%s' names the capability '%s', which the plugin "
+                    "does not declare; it is bound as the plugin's own",
+                    tool.name,
+                    entry.name,
+                    tool.capability,
+                )
+            key = capability or ""
             adapter, is_static = self.rt.tool_adapter(entry.name, entry.manifest.title, tool)
             binding.adapters.append(adapter)
             if is_static:
                 binding.static_ids.add(id(adapter))
-            vis = tool.visibility or default_vis
-            on_demand |= vis == "on-demand"
+            home = declared[capability].manifest if capability else entry.manifest
+            vis = tool.visibility or home.visibility
+            on_demand[key] |= vis == "on-demand"
             binding.infos[tool.name] = ToolInfo(
-                name=tool.name, owner=entry.name, visibility=vis, effect=tool.effect
+                name=tool.name,
+                owner=entry.name,
+                visibility=vis,
+                effect=tool.effect,
+                capability=capability,
             )
-            views.append(ToolView(tool.name, adapter.description, tool.effect))
+            views[key].append(ToolView(tool.name, adapter.description, tool.effect))
         for sub in sub_adapters:
             spec = sub.resolved.spec
             binding.adapters.append(sub)
-            vis = spec.visibility or default_vis
-            on_demand |= vis == "on-demand"
+            vis = spec.visibility or entry.manifest.visibility
+            on_demand[""] |= vis == "on-demand"
             binding.infos[sub.name] = ToolInfo(name=sub.name, owner=entry.name, visibility=vis)
-            views.append(ToolView(sub.name, sub.description))
+            views[""].append(ToolView(sub.name, sub.description))
         binding.entry = CatalogEntry(
             name=entry.name,
             manifest=entry.manifest,
             operating_guide=entry.plugin.operating_guide,
-            tools=tuple(views),
-            has_on_demand_tools=on_demand,
+            tools=tuple(views[""]),
+            has_on_demand_tools=on_demand[""],
         )
+        binding.capability_entries = {
+            name: CatalogEntry(
+                name=name,
+                manifest=capability.manifest,
+                operating_guide=capability.operating_guide,
+                tools=tuple(views[name]),
+                has_on_demand_tools=on_demand[name],
+            )
+            for name, capability in declared.items()
+        }
         return binding

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from oracle_core._boot import loadable_manifests
 from oracle_core._context import RuntimeContext
 from oracle_core._hookcall import MISSING
 from oracle_core._hooks import TextHook
@@ -112,9 +113,11 @@ async def compose_turn_prompt(
         except Exception:
             logger.exception("reading the user's secret index failed")
     state = ctx.history.state
+    guides = {b.name: b.plugin.operating_guide for b in rt.booted}
+    guides.update((c.name, c.operating_guide) for b in rt.booted for c in b.capabilities)
     entries = [
-        CapabilityEntry(name=b.name, manifest=b.manifest, operating_guide=b.plugin.operating_guide)
-        for b in rt.booted
+        CapabilityEntry(name=name, manifest=manifest, operating_guide=guides.get(name))
+        for name, manifest in loadable_manifests(rt.booted)
     ]
     return compose_system_prompt(
         PromptInputs(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,13 +22,14 @@ from oracle_core._manifest import (
 from oracle_core._plugin import OraclePlugin
 from oracle_core._prompt import CapabilityEntry, capability_budget
 from oracle_core._registries import AuthExcludedRoute, Registries
-from oracle_core._tools import PluginSubAgent, PluginTool
+from oracle_core._tools import PluginCapability, PluginSubAgent, PluginTool
 
 __all__ = [
     "BootedPlugin",
     "apply_manifests",
     "declared_backends",
     "enter_lifespans",
+    "loadable_manifests",
     "warm_plugins",
 ]
 
@@ -42,6 +43,7 @@ class BootedPlugin:
     ctx: PluginContext[Any] | None = None
     tools: list[PluginTool] = field(default_factory=list)
     sub_agents: list[PluginSubAgent] = field(default_factory=list)
+    capabilities: list[PluginCapability] = field(default_factory=list)
     middlewares: list[Any] = field(default_factory=list)
     boot_failures: list[str] = field(default_factory=list)
 
@@ -49,6 +51,14 @@ class BootedPlugin:
     def name(self) -> str:
         """The plugin name."""
         return self.plugin.name
+
+
+def loadable_manifests(booted: Sequence[BootedPlugin]) -> Iterator[tuple[str, PluginManifest]]:
+    """Every plugin's name and manifest, each followed by those of its declared capabilities."""
+    for entry in booted:
+        yield entry.name, entry.manifest
+        for capability in entry.capabilities:
+            yield capability.name, capability.manifest
 
 
 def apply_manifests(
@@ -188,10 +198,12 @@ async def warm_plugins(
     routes: list[tuple[str, Any]] = []
     excluded: list[AuthExcludedRoute] = []
     manifest_errors: list[str] = []
+    claimed = {entry.name: "a plugin" for entry in booted}
     for entry in booted:
         registries.add_manifest(entry.name, entry.manifest, logger)
         if entry.plugin.config_schema is not None:
             registries.add_config_schema(entry.name, entry.plugin.config_schema)
+        await _warm_capabilities(entry, caller, claimed, logger)
         await _warm_tools(entry, caller, registries, logger)
         await _warm_sub_agents(entry, caller, registries, logger)
         await _warm_middlewares(entry, caller, registries, logger)
@@ -209,6 +221,28 @@ async def warm_plugins(
     if manifest_errors:
         raise ManifestValidationError(manifest_errors)
     return routes, excluded
+
+
+async def _warm_capabilities(
+    entry: BootedPlugin, caller: HookCaller, claimed: dict[str, str], logger: logging.Logger
+) -> None:
+    for capability in await _collect_list(entry, caller, "get_capabilities", logger):
+        if not isinstance(capability, PluginCapability):
+            raise OracleBootError(
+                f"plugin '{entry.name}' get_capabilities returned {type(capability).__name__}",
+                code="boot.plugin.invalid",
+                hint="return PluginCapability objects",
+            )
+        holder = claimed.get(capability.name)
+        if holder is not None:
+            raise OracleBootError(
+                f"plugin '{entry.name}' declares the capability '{capability.name}', which "
+                f"is already the name of {holder}",
+                code="boot.plugin.capability_clash",
+                hint="give the capability another name",
+            )
+        claimed[capability.name] = f"a capability of plugin '{entry.name}'"
+        entry.capabilities.append(capability)
 
 
 async def _warm_tools(
@@ -270,7 +304,7 @@ def check_capability_budget(booted: Sequence[BootedPlugin], logger: logging.Logg
     """Warn when the Tier-1 block of ``always`` plugins passes 5,000 tokens (CORE-69)."""
     from oracle_core._prompt import CAPABILITY_BUDGET_TOKENS
 
-    entries = [CapabilityEntry(name=b.name, manifest=b.manifest) for b in booted]
+    entries = [CapabilityEntry(name=n, manifest=m) for n, m in loadable_manifests(booted)]
     total, largest = capability_budget(entries)
     if total > CAPABILITY_BUDGET_TOKENS:
         logger.warning(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from oracle_core._manifest import Visibility
+from oracle_core._manifest import PluginManifest, Visibility
 
 if TYPE_CHECKING:
     from langchain.agents.middleware import AgentMiddleware
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Effect",
     "ModelRole",
+    "PluginCapability",
     "PluginSubAgent",
     "PluginTool",
     "plugin_tool",
@@ -51,6 +52,40 @@ SubAgentOnComplete = Callable[[str, "RuntimeContext[Any]"], "Awaitable[None] | N
 SubAgentMiddlewares = Sequence["AgentMiddleware[Any, Any]"]
 
 
+CAPABILITY_NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+
+
+class PluginCapability(BaseModel):
+    """A capability a plugin declares besides itself, with its own manifest.
+
+    For plugins that front several independent tool sets (each MCP server of
+    ``mcp-client``): each set is listed by ``list_capabilities``, loaded by
+    ``load_capability(names=[name])``, preloaded by the router and gated by the capability
+    gate exactly as a plugin is, while the plugin keeps one lifespan and one config. Tools
+    join it with ``PluginTool(capability=name)``.
+
+    Attributes:
+        name: Unique among every plugin's and capability's name (kebab-case).
+        manifest: Its manifest (``title``, ``summary``, ``when_to_use``…; ``visibility``
+            defaults to ``on-demand``, as a plugin's does).
+        operating_guide: Instructions added to the prompt while it is loaded (a plugin's
+            ``operating_guide``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    manifest: PluginManifest
+    operating_guide: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        if not CAPABILITY_NAME_RE.fullmatch(value):
+            raise ValueError(f"capability name '{value}' must be kebab-case ([a-z0-9-])")
+        return value
+
+
 class PluginTool(BaseModel):
     """A tool a plugin gives the model.
 
@@ -71,6 +106,10 @@ class PluginTool(BaseModel):
             when the call waits for approval (plugins spec §20.2): hide secrets, shorten
             long text. The call itself runs with the real arguments; the audit keeps
             only their hash.
+        capability: The name of one of the plugin's own ``PluginCapability``s (from
+            ``get_capabilities``) the tool belongs to instead of the plugin: it is listed,
+            loaded and gated under that name, and its visibility defaults to that
+            capability's.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
@@ -83,6 +122,7 @@ class PluginTool(BaseModel):
     effect: Effect | None = None
     overridable: bool = False
     redact_args: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    capability: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -239,6 +279,7 @@ class ToolInfo(BaseModel):
         owner: Owning plugin, or ``None`` for the meta-tools.
         visibility: Effective visibility (tool's own, else the plugin manifest's).
         effect: ``"read"``, ``"write"``, ``"destructive"`` or unknown.
+        capability: The plugin-declared capability it belongs to, if any.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -247,3 +288,9 @@ class ToolInfo(BaseModel):
     owner: str | None
     visibility: Visibility
     effect: Effect | None = None
+    capability: str | None = None
+
+    @property
+    def loaded_as(self) -> str | None:
+        """The name ``load_capability`` loads it by: its capability, else its plugin."""
+        return self.capability or self.owner

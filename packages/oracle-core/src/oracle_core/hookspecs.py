@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from oracle_core._context import Accessor, PluginContext, RuntimeContext
     from oracle_core._registries import AuthExcludedRoute
-    from oracle_core._tools import PluginSubAgent, PluginTool
+    from oracle_core._tools import PluginCapability, PluginSubAgent, PluginTool
 
 PROJECT_NAME = "oracle"
 
@@ -72,6 +72,23 @@ def get_tools(ctx: PluginContext[Any]) -> list[PluginTool]:  # type: ignore[empt
     call.
 
     If it raises: logged; the plugin contributes no boot tools and is reported degraded.
+    """
+
+
+@hookspec
+def get_capabilities(ctx: PluginContext[Any]) -> list[PluginCapability]:  # type: ignore[empty-body]
+    """Declare capabilities of the plugin's own besides itself (each MCP server of a hub).
+
+    When: once at boot, before ``get_tools``; the result is cached.
+
+    Receives: ``ctx``.
+
+    Returns: a list of ``PluginCapability``. Each is listed, loaded, preloaded and gated by
+    its own name like a plugin; tools join one with ``PluginTool(capability=name)``, at
+    boot or per request.
+
+    If it raises: logged; the plugin declares none and is reported degraded. A name that
+    is another plugin's or capability's fails boot (``boot.plugin.capability_clash``).
     """
 
 

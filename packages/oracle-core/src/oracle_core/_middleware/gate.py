@@ -58,11 +58,10 @@ class CapabilityGateMiddleware(RefusingToolMiddleware):
     def _gated_owner(
         self, tool_name: str, loaded: frozenset[str], index: Mapping[str, ToolInfo]
     ) -> str | None:
-        """The plugin that must be loaded before ``tool_name`` may run, if any."""
+        """The capability (plugin) that must be loaded before ``tool_name`` may run, if any."""
         info = index.get(tool_name)
-        if info is None or info.visibility != "on-demand" or info.owner is None:
-            return None
-        return None if info.owner in loaded else info.owner
+        name = None if info is None or info.visibility != "on-demand" else info.loaded_as
+        return None if name is None or name in loaded else name
 
     def _shape(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         """The request with hidden tools removed and the turn's system prompt set."""
