@@ -139,3 +139,17 @@ async def test_a_capability_named_like_a_plugin_fails_boot() -> None:
     with pytest.raises(OracleBootError) as failed:
         await create_test_runtime(plugins=[Clashing()])
     assert failed.value.code == "boot.plugin.capability_clash"
+
+
+class PartlyDown(HubPlugin):
+    def get_request_tools(self, rt_ctx: RuntimeContext[Any]) -> list[PluginTool]:
+        rt_ctx.report_degraded("tide server unreachable")
+        return [tool("tide_table", "tides")]
+
+
+async def test_a_request_hook_reports_a_part_degraded_and_keeps_the_rest() -> None:
+    async with await create_test_runtime(plugins=[PartlyDown()]) as runtime:
+        built = await runtime.build("hello")
+    assert ("hub", "tide server unreachable") in built.degraded
+    assert "- **hub**: tide server unreachable" in built.prompt.text
+    assert "tide_table" in built.tool_infos

@@ -300,8 +300,11 @@ class AgentBuilder:
         if turn_state:
             ctx = ctx.with_state(apply_updates(snapshot, turn_state))
 
-        contributions = await self._request_contributions(ctx)
+        # What request-time hooks report with `rt_ctx.report_degraded` lands here.
         degraded: list[tuple[str, str]] = []
+        contributions = await self._request_contributions(
+            dataclasses.replace(ctx, _degraded=degraded)
+        )
         # One reading of the clock per build: the prompt's date and the time note agree.
         now = rt.hooks.clock() if rt.hooks.clock is not None else datetime.now(UTC)
         tools, static_ids, infos, catalog = self._assemble(

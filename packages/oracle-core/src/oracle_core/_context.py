@@ -287,6 +287,21 @@ class RuntimeContext(PluginContext[ConfigT]):
     tool_policy: ToolPolicy = field(default_factory=ToolPolicy)
     _scope: _Scope | None = field(default=None, repr=False, compare=False)
     _turn: TurnBindings | None = field(default=None, repr=False, compare=False)
+    _degraded: list[tuple[str, str]] | None = field(default=None, repr=False, compare=False)
+
+    def report_degraded(self, what: str) -> None:
+        """Name a part of this plugin that failed for this build, while the rest works.
+
+        From a request-time hook (``get_request_tools``, ``get_prompt_blocks``…): the turn's
+        "Degraded Services" section lists ``- **<plugin>**: <what>``, as it does for a hook
+        that raised, and ``BuiltAgent.degraded`` carries it. Elsewhere (a tool call, after
+        the prompt is composed) it is only logged. ``what`` reaches the model: name the
+        part ("MCP server github unreachable"), never user data or secrets.
+        """
+        if self._degraded is None:
+            self.logger.warning("degraded: %s", what)
+            return
+        self._degraded.append((self.plugin_name or "runtime", what))
 
     @property
     def data_scope(self) -> Mapping[str, Any]:
