@@ -10,7 +10,7 @@ from the server's annotations.
 
 from oracle_mcp._auth import AuthFailure, HeaderSource, UcanInvocationAuth, no_auth
 from oracle_mcp._client import McpClient, McpToolDefinition, McpUnavailableError, render_result
-from oracle_mcp._tools import ArgumentHook, mcp_plugin_tools
+from oracle_mcp._tools import ArgumentHook, bound_name, mcp_plugin_tools
 
 __all__ = [
     "ArgumentHook",
@@ -20,6 +20,7 @@ __all__ = [
     "McpToolDefinition",
     "McpUnavailableError",
     "UcanInvocationAuth",
+    "bound_name",
     "mcp_plugin_tools",
     "no_auth",
     "render_result",

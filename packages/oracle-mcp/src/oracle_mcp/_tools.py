@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -11,12 +12,13 @@ from oracle_core import Effect, PluginTool, RuntimeContext
 from oracle_mcp._auth import AuthFailure, HeaderSource
 from oracle_mcp._client import McpClient, McpToolDefinition, McpUnavailableError, render_result
 
-__all__ = ["ArgumentHook", "mcp_plugin_tools"]
+__all__ = ["ArgumentHook", "bound_name", "mcp_plugin_tools"]
 
 ArgumentHook = Callable[[McpToolDefinition, dict[str, Any], RuntimeContext[Any]], dict[str, Any]]
 """``(tool, arguments, rt_ctx) -> arguments`` sent instead (e.g. narrowed to a data scope)."""
 
 _ERROR_CHARS = 1000
+_INVALID = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def mcp_plugin_tools(
@@ -28,6 +30,7 @@ def mcp_plugin_tools(
     label: str | None = None,
     effect: Callable[[McpToolDefinition], Effect] | None = None,
     arguments: ArgumentHook | None = None,
+    capability: str | None = None,
 ) -> list[PluginTool]:
     """Plugin tools that call ``client``'s tools.
 
@@ -45,16 +48,35 @@ def mcp_plugin_tools(
         label: How errors name the service to the model (default: the client's name).
         effect: Overrides the annotation-derived effect.
         arguments: Rewrites the arguments before they are sent.
+        capability: The plugin-declared capability the tools belong to.
+
+    A wire name that is not a valid tool name (``^[A-Za-z0-9_-]{1,64}$`` with the prefix)
+    is bound with its other characters as ``_`` and cut to 64; a name that then clashes
+    with an earlier one is left out.
     """
     service = label or f"the {client.name} service"
-    return [_tool(client, d, headers, prefix, service, effect, arguments) for d in definitions]
+    tools: list[PluginTool] = []
+    taken: set[str] = set()
+    for definition in definitions:
+        name = bound_name(prefix, definition.name)
+        if name in taken:
+            continue
+        taken.add(name)
+        tool = _tool(client, definition, headers, name, service, effect, arguments)
+        tools.append(tool.model_copy(update={"capability": capability}) if capability else tool)
+    return tools
+
+
+def bound_name(prefix: str, wire: str) -> str:
+    """``prefix + wire`` as a valid tool name (other characters as ``_``, at most 64)."""
+    return _INVALID.sub("_", prefix + wire)[:64]
 
 
 def _tool(
     client: McpClient,
     definition: McpToolDefinition,
     headers: HeaderSource,
-    prefix: str,
+    name: str,
     service: str,
     effect: Callable[[McpToolDefinition], Effect] | None,
     arguments: ArgumentHook | None,
@@ -91,7 +113,7 @@ def _tool(
         return text
 
     return PluginTool(
-        name=prefix + wire,
+        name=name,
         description=definition.description,
         # The server's schema, verbatim: the runtime validates the arguments against it.
         args_schema=dict(definition.input_schema),
