@@ -10,6 +10,7 @@ from benchmarks import (
     first_turn_tokens,
     history_growth,
     matrix_restore,
+    mcp_tools,
     plugin_tokens,
     run_rejoin,
     server_latency,
@@ -44,6 +45,8 @@ def main() -> None:
     print(matrix_restore.report(asyncio.run(matrix_restore.measure())))
     print()
     print(run_rejoin.report(asyncio.run(run_rejoin.measure())))
+    print()
+    print(mcp_tools.report(asyncio.run(mcp_tools.measure())))
     print()
     print(versus_langgraph.report(asyncio.run(versus_langgraph.measure())))
     # The same machine, both cores: the oracle's two workers against LangGraph's server.

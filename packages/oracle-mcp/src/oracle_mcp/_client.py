@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import httpx2
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult, DiscoverResult, Tool
+from mcp.types import CallToolResult, DiscoverResult, ListToolsResult, Tool
 
 from oracle_core import Effect
 
@@ -127,6 +127,8 @@ class _Negotiated:
 @dataclass
 class _Cache:
     tools: tuple[float, list[McpToolDefinition]] | None = None
+    listing: dict[str, Tool] = field(default_factory=dict)
+    """The last complete ``tools/list`` by name: primes each new client (see ``_prime``)."""
     down_until: float = 0.0
     negotiated: _Negotiated | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -237,7 +239,11 @@ class McpClient:
         return self._http
 
     async def _with_client(
-        self, headers: Mapping[str, str], budget: float, op: Callable[[Client], Awaitable[T]]
+        self,
+        headers: Mapping[str, str],
+        budget: float,
+        op: Callable[[Client], Awaitable[T]],
+        tool: str | None = None,
     ) -> T:
         last: BaseException | None = None
         for attempt in range(self.reconnect_attempts + 1):
@@ -246,7 +252,7 @@ class McpClient:
             statuses: list[int] = []
             try:
                 async with asyncio.timeout(budget):
-                    return await self._once(headers, statuses, op)
+                    return await self._once(headers, statuses, op, tool)
             except asyncio.CancelledError:
                 raise
             except TimeoutError as exc:
@@ -284,6 +290,7 @@ class McpClient:
         headers: Mapping[str, str],
         statuses: list[int],
         op: Callable[[Client], Awaitable[T]],
+        tool: str | None,
     ) -> T:
         negotiated = self._cache.negotiated
         header_token = _headers.set(dict(headers))
@@ -296,6 +303,8 @@ class McpClient:
                 cache=None,
             )
             async with client:
+                if tool is not None:
+                    _prime(client, self._cache.listing.get(tool))
                 result = await op(client)
                 if negotiated is None:
                     self._remember(client)
@@ -325,14 +334,15 @@ class McpClient:
                 raise McpUnavailableError(f"MCP server {self.name} unreachable", unreachable=True)
 
             async def fetch(client: Client) -> list[McpToolDefinition]:
-                tools: list[McpToolDefinition] = []
+                raw: list[Tool] = []
                 cursor: str | None = None
                 while True:
                     listed = await client.list_tools(cursor=cursor)
-                    tools += [McpToolDefinition.from_mcp(t) for t in listed.tools]
+                    raw += listed.tools
                     cursor = listed.next_cursor
                     if not cursor:
-                        return tools
+                        cache.listing = {t.name: t for t in raw}
+                        return [McpToolDefinition.from_mcp(t) for t in raw]
 
             try:
                 tools = await self._with_client(headers, self.timeout, fetch)
@@ -364,11 +374,26 @@ class McpClient:
             return await client.call_tool(name, dict(arguments), read_timeout_seconds=seconds)
 
         # The connection and the listing the SDK may fetch first share the budget's margin.
-        return await self._with_client(headers, seconds + self.timeout, call)
+        return await self._with_client(headers, seconds + self.timeout, call, name)
 
     def forget_tools(self) -> None:
         """Drop the cached tool list (the next ``list_tools`` asks the server)."""
         self._cache.tools = None
+
+
+def _prime(client: Client, tool: Tool | None) -> None:
+    """Give a new client the listing of the tool it calls, which it would otherwise fetch.
+
+    The SDK lists the tools before calling one it has not listed (to check results
+    against output schemas and, on 2026-07-28, to mirror ``x-mcp-header`` arguments), one
+    extra round trip and the whole listing on every call, since each operation opens a
+    new client. Handing it the cached listing through the method its own ``tools/list``
+    uses saves both. That method is not public: when a release drops it, the client
+    lists for itself, as it would without this.
+    """
+    absorb = getattr(client.session, "_absorb_tool_listing", None)
+    if tool is not None and callable(absorb):
+        absorb(ListToolsResult.model_construct(tools=[tool]), complete=False)
 
 
 async def _send_headers(request: httpx2.Request) -> None:

@@ -115,11 +115,17 @@ async def test_the_revision_is_negotiated_once(kind: str, peer: tuple[Peer, str]
     first = list(served.methods)
     served.methods.clear()
     await client.call_tool("add", {"a": 3, "b": 4}, {})
-    await client.aclose()
 
     assert "server/discover" in first
     assert "server/discover" not in served.methods
     assert served.methods.count("tools/call") == 1
+
+    # Once listed, a call is one request: the listing primes each new client.
+    await client.list_tools({})
+    served.methods.clear()
+    await client.call_tool("add", {"a": 5, "b": 6}, {})
+    await client.aclose()
+    assert served.methods == ["tools/call"]
 
 
 @both
