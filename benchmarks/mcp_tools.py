@@ -25,7 +25,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 from starlette.routing import Mount
 
@@ -35,7 +34,7 @@ from benchmarks.synthetic import synthetic_plugin
 from oracle_core import OraclePlugin, PluginContext, PluginTool, count_tokens, plugin_tool
 from oracle_core.testing import ScriptedChatModel, call_tool, create_test_runtime, reply
 from oracle_mcp import McpClient
-from oracle_mcp.testing import mounted_app, running
+from oracle_mcp.testing import catalogue_server, mounted_app, running
 from oracle_plugins.mcp_client import McpClientPlugin
 from oracle_server.testing import LoopbackServer
 
@@ -51,18 +50,7 @@ def lookup(query: str, limit: int = 10) -> str:
 
 
 def catalogue(count: int = TOOLS) -> MCPServer[Any]:
-    server: MCPServer[Any] = MCPServer("catalogue", log_level="WARNING")
-    for index in range(count):
-        server.add_tool(
-            lookup,
-            name=f"lookup_{index:02d}",
-            description=(
-                f"Search section {index} of the product catalogue by free text and return "
-                "the matching records with their identifiers, prices and stock levels."
-            ),
-            annotations=ToolAnnotations(read_only_hint=True),
-        )
-    return server
+    return catalogue_server(count, lambda index: lookup)
 
 
 class LookupArgs(BaseModel):

@@ -4,13 +4,45 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
 from starlette.types import ASGIApp
 
-__all__ = ["mounted_app", "running"]
+__all__ = ["catalogue_server", "mounted_app", "running"]
+
+
+def catalogue_server(
+    count: int = 50, make: Callable[[int], Callable[..., Any]] | None = None
+) -> MCPServer[Any]:
+    """A server with ``count`` read-only tools ``lookup_00``… of realistic size.
+
+    Args:
+        count: How many tools.
+        make: ``make(index)`` gives tool ``index``'s function; default
+            ``lookup(query: str, limit: int = 10) -> str``.
+    """
+    server: MCPServer[Any] = MCPServer("catalogue", log_level="WARNING")
+    for index in range(count):
+        server.add_tool(
+            (make or _lookup)(index),
+            name=f"lookup_{index:02d}",
+            description=(
+                f"Search section {index} of the product catalogue by free text and return "
+                "the matching records with their identifiers, prices and stock levels."
+            ),
+            annotations=ToolAnnotations(read_only_hint=True),
+        )
+    return server
+
+
+def _lookup(index: int) -> Callable[..., str]:
+    def lookup(query: str, limit: int = 10) -> str:
+        return f"record {index} for {query}"
+
+    return lookup
 
 
 def mounted_app(server: MCPServer[Any]) -> ASGIApp:

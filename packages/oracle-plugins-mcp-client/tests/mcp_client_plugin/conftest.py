@@ -13,6 +13,7 @@ from mcp.types import ToolAnnotations
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from oracle_mcp.testing import catalogue_server as shared_catalogue
 from oracle_mcp.testing import mounted_app, running
 from oracle_server.testing import LoopbackServer
 
@@ -47,8 +48,7 @@ def maths_server(served: Served) -> MCPServer[Any]:
 
 
 def catalogue_server(served: Served, count: int = 50) -> MCPServer[Any]:
-    """``count`` lookup tools with realistic descriptions and schemas."""
-    server: MCPServer[Any] = MCPServer("catalogue", log_level="WARNING")
+    """``count`` lookup tools that record their calls."""
 
     def make(index: int) -> Callable[..., str]:
         def lookup(query: str, limit: int = 10) -> str:
@@ -57,17 +57,7 @@ def catalogue_server(served: Served, count: int = 50) -> MCPServer[Any]:
 
         return lookup
 
-    for index in range(count):
-        server.add_tool(
-            make(index),
-            name=f"lookup_{index:02d}",
-            description=(
-                f"Search section {index} of the product catalogue by free text and return "
-                "the matching records with their identifiers, prices and stock levels."
-            ),
-            annotations=ToolAnnotations(read_only_hint=True),
-        )
-    return server
+    return shared_catalogue(count, make)
 
 
 class Counting:
