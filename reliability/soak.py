@@ -9,7 +9,7 @@ their streams open, and the run shows that a saturated server slows down evenly 
 of failing. The oracle runs in a process of its own (``OracleProcess``), so its resident
 memory and open descriptors are read from ``/proc`` every few seconds while the load
 lasts (not while the last turns drain). A run passes with no error and, after warm-up
-(the first quarter of the run), both figures flat: the mean of the last third of the
+(the first quarter of the run, at least 30 s), both figures flat: the mean of the last third of the
 samples within ``tolerance`` of the mean of the first third.
 """
 
@@ -34,6 +34,11 @@ from reliability._sse import sse_events
 __all__ = ["SoakFigures", "soak"]
 
 SAMPLE_SECONDS = 2.0
+WARM_UP_MIN_SECONDS = 30.0
+"""The warm-up is at least this long: the server's connection pools (the sessions' own
+connections, and those to the model, which grow while turns queue) and the users'
+databases reach their working size in about this time on a loaded machine, whatever the
+run's length. A short run with a quarter for warm-up measured that growth as drift."""
 
 
 @dataclass
@@ -57,9 +62,11 @@ class SoakFigures:
         return self.turns / elapsed if elapsed else 0.0
 
     def drift(self, samples: list[tuple[float, int]]) -> float:
-        """The mean of the last third of the samples after warm-up over that of the
-        first third, minus one (``0.05`` = 5% more)."""
-        warm = [value for at, value in samples if at >= self.seconds / 4]
+        """The mean of the last third of the samples after warm-up (a quarter of the run,
+        at least ``WARM_UP_MIN_SECONDS``) over that of the first third, minus one
+        (``0.05`` = 5% more)."""
+        start = max(self.seconds / 4, min(WARM_UP_MIN_SECONDS, self.seconds / 2))
+        warm = [value for at, value in samples if at >= start]
         if len(warm) < 3:
             return 0.0
         third = max(1, len(warm) // 3)
