@@ -376,10 +376,6 @@ class McpClient:
         # The connection and the listing the SDK may fetch first share the budget's margin.
         return await self._with_client(headers, seconds + self.timeout, call, name)
 
-    def forget_tools(self) -> None:
-        """Drop the cached tool list (the next ``list_tools`` asks the server)."""
-        self._cache.tools = None
-
 
 def _prime(client: Client, tool: Tool | None) -> None:
     """Give a new client the listing of the tool it calls, which it would otherwise fetch.
