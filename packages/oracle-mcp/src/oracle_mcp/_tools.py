@@ -62,8 +62,9 @@ def mcp_plugin_tools(
         if name in taken:
             continue
         taken.add(name)
-        tool = _tool(client, definition, headers, name, service, effect, arguments)
-        tools.append(tool.model_copy(update={"capability": capability}) if capability else tool)
+        tools.append(
+            _tool(client, definition, headers, name, service, effect, arguments, capability)
+        )
     return tools
 
 
@@ -80,6 +81,7 @@ def _tool(
     service: str,
     effect: Callable[[McpToolDefinition], Effect] | None,
     arguments: ArgumentHook | None,
+    capability: str | None,
 ) -> PluginTool:
     wire = definition.name
 
@@ -119,4 +121,5 @@ def _tool(
         args_schema=dict(definition.input_schema),
         handler=call,
         effect=effect(definition) if effect is not None else definition.effect,
+        capability=capability,
     )
