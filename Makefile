@@ -40,7 +40,7 @@ typecheck: setup ## mypy --strict over packages/ and tests/
 
 .PHONY: unit
 unit: setup ## Run the test suites only (with branch coverage of core, ucan and server)
-	$(RUN) pytest -q --cov=oracle_core --cov=oracle_ucan --cov=oracle_server --cov-branch --cov-report=term:skip-covered
+	$(RUN) pytest -q --cov=oracle_core --cov=oracle_ucan --cov=oracle_server --cov-branch --cov-report=term:skip-covered --durations=20
 
 .PHONY: test
 test: setup ## Lint, type-check and run every test
