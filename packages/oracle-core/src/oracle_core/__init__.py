@@ -148,6 +148,7 @@ from oracle_core._tools import (
     plugin_tool,
     sub_agent_tool_name,
 )
+from oracle_core._toolset import ExposedTool, ToolCallOutcome, UserToolset
 from oracle_core.hookspecs import hookimpl
 
 __version__ = "0.1.0"
@@ -190,6 +191,7 @@ __all__ = [
     "EnvValidationError",
     "EventSink",
     "ExcludedPlugin",
+    "ExposedTool",
     "FailedPlugin",
     "FeatureValue",
     "History",
@@ -255,6 +257,7 @@ __all__ = [
     "Stability",
     "SystemPrompt",
     "ToolApprovalMiddleware",
+    "ToolCallOutcome",
     "ToolInfo",
     "ToolPolicy",
     "ToolRepetitionGuardMiddleware",
@@ -268,6 +271,7 @@ __all__ = [
     "UnavailableMatrixService",
     "UnknownModelRoleError",
     "UserInfo",
+    "UserToolset",
     "Visibility",
     "approval_requests",
     "args_hash",

@@ -42,6 +42,7 @@ from oracle_core._state import TURN_STATE_KEYS, MainAgentState, ReadonlyState, a
 from oracle_core._subagents import SubAgentToolAdapter, resolve_sub_agent
 from oracle_core._tool_names import ToolNames
 from oracle_core._tools import PluginSubAgent, PluginTool, ToolInfo
+from oracle_core._toolset import UserToolset
 
 if TYPE_CHECKING:
     from oracle_core._boot import BootedPlugin
@@ -164,6 +165,9 @@ def _contribution(
     return [] if result is MISSING or not result else list(result)
 
 
+_REQUEST_HOOKS = ("get_request_tools", "get_request_sub_agents", "get_prompt_blocks")
+
+
 class AgentBuilder:
     """Builds the main agent for one request from a booted runtime."""
 
@@ -257,8 +261,11 @@ class AgentBuilder:
                     )
         return merged
 
-    async def _request_contributions(self, ctx: RuntimeContext[Any]) -> dict[str, dict[str, Any]]:
-        hooks = ("get_request_tools", "get_request_sub_agents", "get_prompt_blocks")
+    async def _request_contributions(
+        self,
+        ctx: RuntimeContext[Any],
+        hooks: tuple[str, ...] = _REQUEST_HOOKS,
+    ) -> dict[str, dict[str, Any]]:
         calls: list[tuple[str, str]] = [
             (b.name, hook)
             for b in self.rt.booted
@@ -384,6 +391,38 @@ class AgentBuilder:
             tool_infos=infos,
             degraded=degraded,
             preloaded_plugins=preloaded,
+        )
+
+    async def toolset(self, turn: TurnRequest, wrapper: Any) -> UserToolset:
+        """The tools ``turn`` would bind, to call one at a time (``_toolset``).
+
+        The build of a turn without its thread, prompt and model: every capability counts
+        as loaded, plugins' turn state and request-time tools and sub-agents are asked
+        for as on a turn, and the tool policy applies alike.
+        """
+        rt = self.rt
+        saver = await rt.hooks.checkpointer_for_user(turn.user.did)  # type: ignore[misc]
+        every = {name for name, _ in loadable_manifests(rt.booted)}
+        state = {**turn.state, "loaded_plugins": sorted(every)}
+        shared = SharedState(rt.registries.shared_state, None, rt.logger)
+        ctx = self._base_context(turn, state, rt.always_plugins, shared)
+        turn_state = {**await self._turn_state(ctx), **state}
+        ctx = ctx.with_state(turn_state)
+        degraded: list[tuple[str, str]] = []
+        contributions = await self._request_contributions(
+            dataclasses.replace(ctx, _degraded=degraded),
+            _REQUEST_HOOKS[:2],
+        )
+        now = rt.hooks.clock() if rt.hooks.clock is not None else datetime.now(UTC)
+        tools, _, infos, _ = self._assemble(ctx, contributions, degraded, saver, frozenset(), now)
+        meta = {id(adapter) for adapter in rt.meta_adapters}
+        return UserToolset(
+            ctx,
+            [tool for tool in tools if id(tool) not in meta],
+            infos,
+            rt.tool_policy,
+            wrapper,
+            degraded,
         )
 
     def _assemble(

@@ -75,6 +75,7 @@ from oracle_core._services import (
 )
 from oracle_core._tool_adapter import PluginToolAdapter
 from oracle_core._tools import PluginTool
+from oracle_core._toolset import UserToolset, tool_call_wrapper
 from oracle_core._tracing import install_untraced_fast_path
 
 __all__ = ["BootInputs", "OracleRuntime", "PluginsView", "boot_runtime", "create_runtime"]
@@ -148,6 +149,8 @@ class OracleRuntime:
         self._closed = False
         self._adapters: dict[int, PluginToolAdapter] = {}
         self._builder = AgentBuilder(self)
+        # The composed tool-call middleware of toolsets, made on first use.
+        self._toolset_wrapper: Any = MISSING
         self.agent_cache = AgentCache()
         self.static_bindings: dict[str, Any] = {}
         self.meta_adapters = [
@@ -290,6 +293,23 @@ class OracleRuntime:
         if self._closed:
             raise RuntimeError("runtime is closed")
         return await self._builder.build(turn)
+
+    async def user_toolset(self, turn: TurnRequest) -> UserToolset:
+        """The tools a turn of ``turn.user`` would bind, to call one at a time outside a
+        turn (plugins spec §20.4: the oracle's tools for other agents).
+
+        Each ``UserToolset.call`` runs through the turn's tool-call middleware (policy,
+        validation, repetition guard, retry, the plugins'); calls that need the user's
+        approval are refused. ``turn.message`` is ignored; ``turn.state`` is the calls'
+        state (no thread is read or written).
+        """
+        if self._closed:
+            raise RuntimeError("runtime is closed")
+        if self._toolset_wrapper is MISSING:
+            self._toolset_wrapper = tool_call_wrapper(
+                self.framework_middleware, self.plugin_middleware
+            )
+        return await self._builder.toolset(turn, self._toolset_wrapper)
 
     def request_context(
         self,

@@ -38,6 +38,7 @@ from oracle_core._services import (
 from oracle_core._subagents import SubAgentToolAdapter
 from oracle_core._tool_adapter import PluginToolAdapter
 from oracle_core._tools import MODEL_ROLES, PluginTool
+from oracle_core._toolset import UserToolset
 from oracle_core.testing._scripted import ScriptedChatModel
 
 __all__ = [
@@ -268,6 +269,13 @@ class TestRuntime:
             TurnRequest(
                 user=self.user, session=session, message=text, state=merged_state, resume=resume
             )
+        )
+
+    async def toolset(self, *, state: Mapping[str, Any] | None = None) -> UserToolset:
+        """The test user's tools outside a turn (``OracleRuntime.user_toolset``)."""
+        merged_state = {**self.state, **(state or {})}
+        return await self.runtime.user_toolset(
+            TurnRequest(user=self.user, session=self.session, state=merged_state)
         )
 
     async def list_tools(self) -> list[str]:
