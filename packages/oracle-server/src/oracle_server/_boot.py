@@ -98,6 +98,9 @@ if TYPE_CHECKING:
     # are about 50 MiB of a local oracle's memory.
     from oracle_server._matrix.layer import MatrixLayer
 
+    # Imported when ORACLE_MCP_EXPOSE is on (build_asgi_app).
+    from oracle_server._mcp.expose import McpExposure
+
 __all__ = ["BUILDERS", "create_oracle_app"]
 
 logger = logging.getLogger("oracle.server")
@@ -527,12 +530,18 @@ def build_asgi_app(
     subscription_check: SubscriptionCheck | None,
 ) -> ASGIApp:
     """Starlette with the pipeline and every route, ``/socket.io/`` in front of it."""
+    exposure: McpExposure | None = None
+    if state.settings.mcp_expose:
+        from oracle_server._mcp.expose import McpExposure
+
+        exposure = McpExposure(state, sub_agents=state.settings.mcp_expose_sub_agents)
     starlette = build_http_app(
         state,
         host_routes=routes,
+        server_routes=[exposure.route()] if exposure is not None else [],
         auth_excluded_routes=auth_excluded_routes,
         subscription_check=subscription_check,
-        lifespan=_lifespan(state.matrix),
+        lifespan=_lifespan(state.matrix, exposure),
     )
     return gateway.asgi_app(starlette)
 
@@ -569,14 +578,16 @@ async def prompt_reauthorisation(
         await matrix.ask_to_reauthorise(user_did)
 
 
-def _lifespan(matrix: MatrixLayer | None) -> Callable[[Starlette], Any]:
-    """Start the Matrix layer once the server loop runs; never wait for it (SRV-6)."""
+def _lifespan(matrix: MatrixLayer | None, mcp: McpExposure | None) -> Callable[[Starlette], Any]:
+    """Start the Matrix layer once the server loop runs, never waiting for it (SRV-6), and
+    run ``/mcp``'s session manager while the app serves."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         if matrix is not None:
             matrix.start()
-        yield
+        async with mcp.running() if mcp is not None else contextlib.nullcontext():
+            yield
 
     return lifespan
 

@@ -151,6 +151,8 @@ class ServerSettings(CoreEnv):
         False, alias="SKIP_LOGGING_CHAT_HISTORY_TO_MATRIX"
     )
     matrix_trusted_homeservers: str | None = Field(None, alias="MATRIX_TRUSTED_HOMESERVERS")
+    mcp_expose: EnvBool = Field(False, alias="ORACLE_MCP_EXPOSE")
+    mcp_expose_sub_agents: EnvBool = Field(False, alias="ORACLE_MCP_EXPOSE_SUB_AGENTS")
 
     @field_validator("cors_origin")
     @classmethod

@@ -67,6 +67,7 @@ def build_http_app(
     state: ServerState,
     *,
     host_routes: Sequence[BaseRoute] = (),
+    server_routes: Sequence[BaseRoute] = (),
     auth_excluded_routes: Sequence[AuthExcludedRoute] = (),
     subscription_check: SubscriptionCheck | None = None,
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
@@ -77,6 +78,7 @@ def build_http_app(
     Args:
         state: The booted server.
         host_routes: Routes the host mounts next to the built-in ones.
+        server_routes: The server's optional routes (``/mcp`` when exposed).
         auth_excluded_routes: Host routes the pipeline serves without authentication.
         subscription_check: Gates every protected route after authentication.
         lifespan: The app's lifespan (the Matrix layer starts there).
@@ -107,6 +109,7 @@ def build_http_app(
             *message_routes(),
             *approval_routes(),
             *delegation_routes(),
+            *server_routes,
             *host_routes,
             *(route for _, route in runtime.routes),
         ],
