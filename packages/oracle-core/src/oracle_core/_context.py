@@ -59,13 +59,19 @@ class OracleIdentity:
 
 @dataclass(frozen=True)
 class UserInfo:
-    """The authenticated user of a request."""
+    """The authenticated user of a request.
+
+    ``mcp_invocations`` are the UCAN invocations the client sent with this request for
+    protected MCP tools, by ``<server>__<tool>`` (base64 CAR; ``SendMessageDto``'s
+    ``mcpInvocations``, UCAN-28): the host checks them before such a tool runs.
+    """
 
     did: str
     matrix_user_id: str | None = None
     ucan_delegation: str | None = None
     timezone: str | None = None
     current_time: str | None = None
+    mcp_invocations: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

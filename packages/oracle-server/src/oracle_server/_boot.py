@@ -59,6 +59,7 @@ from oracle_core import (
 from oracle_server._app import OracleApp
 from oracle_server._auth.authenticator import Authenticator
 from oracle_server._auth.keys import OracleKey, oracle_signer
+from oracle_server._auth.mcp_invocations import McpInvocationGuard, ProtectedMcpToolsPlugin
 from oracle_server._auth.ucan_service import IxoUcanService
 from oracle_server._http.app import build_http_app
 from oracle_server._http.pipeline import SubscriptionCheck
@@ -456,10 +457,20 @@ async def boot_runtime(
         events=events,
     )
     server_hooks = MainAgentHooks(checkpointer_for_user=persistence.checkpointers)
+    server_plugins: list[OraclePlugin] = [FrontendToolsPlugin(gateway)]
+    if settings.protected_mcp_servers:
+        guard = McpInvocationGuard(
+            settings.protected_mcp_servers,
+            entity_did=settings.oracle_entity_did or "",
+            oracle_did=oracle_did,
+            root_issuers=settings.root_issuers,
+            store=persistence.storage.replay,
+        )
+        server_plugins.append(ProtectedMcpToolsPlugin(guard))
     runtime = await create_runtime(
         config,
         features=options.features,
-        plugins=[*options.plugins, FrontendToolsPlugin(gateway)],
+        plugins=[*options.plugins, *server_plugins],
         manifest_overrides=options.manifest_overrides,
         hooks=(options.hooks or MainAgentHooks()).merged_over(server_hooks),
         bundled_plugins=options.bundled_plugins,

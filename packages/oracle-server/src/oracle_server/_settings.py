@@ -152,6 +152,8 @@ class ServerSettings(CoreEnv):
     )
     matrix_trusted_homeservers: str | None = Field(None, alias="MATRIX_TRUSTED_HOMESERVERS")
     mcp_expose: EnvBool = Field(False, alias="ORACLE_MCP_EXPOSE")
+    ucan_protected_mcp_servers: str | None = Field(None, alias="UCAN_PROTECTED_MCP_SERVERS")
+    ucan_root_issuers: str | None = Field(None, alias="UCAN_ROOT_ISSUERS")
     mcp_expose_sub_agents: EnvBool = Field(False, alias="ORACLE_MCP_EXPOSE_SUB_AGENTS")
 
     @field_validator("cors_origin")
@@ -211,6 +213,17 @@ class ServerSettings(CoreEnv):
         return asset_base_url(value)
 
     @property
+    def protected_mcp_servers(self) -> list[str]:
+        """``UCAN_PROTECTED_MCP_SERVERS`` as names (UCAN-28)."""
+        return _names(self.ucan_protected_mcp_servers)
+
+    @property
+    def root_issuers(self) -> list[str]:
+        """``UCAN_ROOT_ISSUERS`` as DIDs; unset, the entity DID (UCAN-28)."""
+        given = _names(self.ucan_root_issuers)
+        return given or ([self.oracle_entity_did] if self.oracle_entity_did else [])
+
+    @property
     def turn_limit(self) -> int:
         """Turns (``POST /messages/{id}``) a user may start per ``THROTTLE_TTL_SECONDS``:
         ``THROTTLE_TURN_LIMIT``, else ``THROTTLE_LIMIT``, else 20."""
@@ -248,6 +261,10 @@ class ServerSettings(CoreEnv):
         return self.cors_origin.split(",")
 
 
+def _names(value: str | None) -> list[str]:
+    return [name.strip() for name in (value or "").split(",") if name.strip()]
+
+
 def load_settings(env: Mapping[str, str]) -> ServerSettings:
     """Validate the server's environment; empty values count as unset.
 
@@ -263,7 +280,25 @@ def load_settings(env: Mapping[str, str]) -> ServerSettings:
     """
     settings = ServerSettings.from_env(env)
     check_replica_bus(settings)
+    check_protected_mcp(settings)
     return settings
+
+
+def check_protected_mcp(settings: ServerSettings) -> None:
+    """Refuse protected MCP servers without the DIDs their invocations are checked against.
+
+    Raises:
+        EnvValidationError: ``UCAN_PROTECTED_MCP_SERVERS`` set, ``ORACLE_ENTITY_DID`` not.
+    """
+    if settings.protected_mcp_servers and not settings.oracle_entity_did:
+        raise EnvValidationError(
+            [
+                "[boot-error] Plugin 'server' env validation failed for "
+                "'UCAN_PROTECTED_MCP_SERVERS': ucan.protected_mcp_needs_entity_did: "
+                "invocations of protected MCP tools name the resource "
+                "ixo:oracle:<ORACLE_ENTITY_DID>:mcp/<server>/<tool>; set ORACLE_ENTITY_DID"
+            ]
+        )
 
 
 def check_replica_bus(settings: ServerSettings) -> None:

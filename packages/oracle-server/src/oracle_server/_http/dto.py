@@ -24,6 +24,11 @@ __all__ = [
 ]
 
 _MXC_RE = re.compile(r"^(mxc|https?)://.+")
+_TOOL_KEY_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}__[A-Za-z0-9_.-]{1,128}")
+# Standard or URL-safe alphabet, padded or not, with whitespace (UCAN-3).
+_BASE64_RE = re.compile(r"[A-Za-z0-9+/_\-=\s]+")
+MAX_MCP_INVOCATIONS = 64
+MAX_INVOCATION_CHARS = 64 * 1024
 
 
 def _document_null(schema: dict[str, Any], model: type[BaseModel]) -> None:
@@ -122,7 +127,12 @@ class SendMessageDto(_Dto):
     tools: list[BrowserToolDto] | None = None
     ag_actions: list[AgActionDto] | None = None
     attachments: list[AttachmentDto] | None = Field(None, max_length=10)
-    mcp_invocations: dict[str, str] | None = None
+    mcp_invocations: dict[str, str] | None = Field(
+        None,
+        max_length=MAX_MCP_INVOCATIONS,
+        description="UCAN invocations for protected MCP tools (UCAN-28): base64 CAR by "
+        "`<server>__<tool>`, checked when the tool is called.",
+    )
     timezone: str | None = None
     home_server: str | None = None
     metadata: dict[str, Any] | None = None
@@ -137,6 +147,22 @@ class SendMessageDto(_Dto):
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("message should not be empty")
+        return value
+
+    @field_validator("mcp_invocations")
+    @classmethod
+    def _invocations(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is None:
+            return None
+        for key, token in value.items():
+            if not _TOOL_KEY_RE.fullmatch(key):
+                raise ValueError(
+                    f"key {key[:80]!r} is not <server>__<tool> (letters, digits, _ . -)"
+                )
+            if not token.strip() or len(token) > MAX_INVOCATION_CHARS:
+                raise ValueError(f"{key}: an invocation is 1 to {MAX_INVOCATION_CHARS} characters")
+            if not _BASE64_RE.fullmatch(token):
+                raise ValueError(f"{key}: an invocation is base64 (a CAR file)")
         return value
 
     def turn_state(self) -> dict[str, Any]:

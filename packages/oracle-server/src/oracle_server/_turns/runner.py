@@ -74,6 +74,8 @@ class TurnInput:
     timezone: str | None = None
     model: str | None = None
     resume: bool = False
+    mcp_invocations: Mapping[str, str] = field(default_factory=dict)
+    """The request's ``mcpInvocations`` (UCAN-28), given to the turn's user."""
 
 
 @dataclass
@@ -425,6 +427,7 @@ class TurnRunner:
             did=auth.did,
             ucan_delegation=delegation,
             timezone=turn_input.timezone or auth.timezone,
+            mcp_invocations=turn_input.mcp_invocations,
         )
         session = SessionInfo(
             id=turn.session_id,

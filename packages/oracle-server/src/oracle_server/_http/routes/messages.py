@@ -102,6 +102,7 @@ async def send_message(request: Request) -> Response:
             state=dto.turn_state(),
             timezone=dto.timezone,
             model=model,
+            mcp_invocations=dto.mcp_invocations or {},
         )
     )
     if dto.stream:
