@@ -351,20 +351,7 @@ class AgentBuilder:
             current_time=time_line(turn.user.timezone, turn.user.current_time, now),
             context_window=context_window("main", model, rt.composed.core.context_windows()),
         )
-        ctx = dataclasses.replace(ctx, _turn=bindings)
-        context = OracleRunContext(
-            user_did=turn.user.did,
-            session_id=turn.session.id,
-            request_id=turn.session.request_id,
-            client=turn.session.client,
-            ws_id=turn.session.ws_id,
-            room_id=turn.session.room_id,
-            timezone=turn.user.timezone,
-            current_time=turn.user.current_time,
-            preloaded_plugins=preloaded,
-            runtime_context=ctx,
-            turn=bindings,
-        )
+        context = OracleRunContext.of(ctx, bindings, preloaded)
         agent_input: dict[str, Any] = {
             "config": {"did": turn.user.did, "ws_id": turn.session.ws_id},
             "client": turn.session.client,

@@ -390,3 +390,27 @@ class OracleRunContext:
     preloaded_plugins: frozenset[str] = frozenset()
     runtime_context: RuntimeContext[Any] | None = None
     turn: TurnBindings | None = None
+
+    @classmethod
+    def of(
+        cls,
+        ctx: RuntimeContext[Any],
+        turn: TurnBindings,
+        preloaded_plugins: frozenset[str] = frozenset(),
+    ) -> OracleRunContext:
+        """The run context of ``ctx``'s user and session, ``ctx`` bound to ``turn``."""
+        bound = dataclasses.replace(ctx, _turn=turn)
+        user, session = bound.user, bound.session
+        return cls(
+            user_did=user.did,
+            session_id=session.id,
+            request_id=session.request_id,
+            client=session.client,
+            ws_id=session.ws_id,
+            room_id=session.room_id,
+            timezone=user.timezone,
+            current_time=user.current_time,
+            preloaded_plugins=preloaded_plugins,
+            runtime_context=bound,
+            turn=turn,
+        )

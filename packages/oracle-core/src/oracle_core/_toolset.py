@@ -15,7 +15,6 @@ for the user's approval (no turn can pause for it), and a tool the build did not
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -198,17 +197,10 @@ class UserToolset:
                 refused="approval_required",
             )
         call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
-        bindings = TurnBindings(tool_infos=self._infos, tools=self._adapters)
-        ctx = dataclasses.replace(self._ctx, _turn=bindings)
-        context = OracleRunContext(
-            user_did=ctx.user.did,
-            session_id=ctx.session.id,
-            request_id=ctx.session.request_id,
-            client=ctx.session.client,
-            timezone=ctx.user.timezone,
-            runtime_context=ctx,
-            turn=bindings,
+        context = OracleRunContext.of(
+            self._ctx, TurnBindings(tool_infos=self._infos, tools=self._adapters)
         )
+        ctx = self._ctx
         graph: StateGraph[Any, Any, Any, Any] = StateGraph(
             MainAgentState, context_schema=OracleRunContext
         )
