@@ -47,6 +47,7 @@ from oracle_core import (
     LocalSecretsService,
     MainAgentHooks,
     MatrixService,
+    OracleBootError,
     OracleConfig,
     OraclePlugin,
     OracleRuntime,
@@ -97,10 +98,9 @@ from oracle_ucan import ChainVerifier, default_resolver
 if TYPE_CHECKING:
     # Imported when Matrix is on (build_matrix_layer): matrix-nio and its dependencies
     # are about 50 MiB of a local oracle's memory.
+    # Imported when ORACLE_A2A is on (build_asgi_app), from the optional a2a extra.
+    from oracle_server._a2a.endpoint import A2aEndpoint
     from oracle_server._matrix.layer import MatrixLayer
-
-    # Imported when ORACLE_MCP_EXPOSE is on (build_asgi_app).
-    from oracle_server._mcp.expose import McpExposure
 
 __all__ = ["BUILDERS", "create_oracle_app"]
 
@@ -541,18 +541,27 @@ def build_asgi_app(
     subscription_check: SubscriptionCheck | None,
 ) -> ASGIApp:
     """Starlette with the pipeline and every route, ``/socket.io/`` in front of it."""
-    exposure: McpExposure | None = None
+    server_routes: list[BaseRoute] = []
+    public: list[AuthExcludedRoute] = list(auth_excluded_routes)
+    running: list[Callable[[], contextlib.AbstractAsyncContextManager[None]]] = []
     if state.settings.mcp_expose:
         from oracle_server._mcp.expose import McpExposure
 
         exposure = McpExposure(state, sub_agents=state.settings.mcp_expose_sub_agents)
+        server_routes.append(exposure.route())
+        running.append(exposure.running)
+    if state.settings.a2a:
+        endpoint = _a2a_endpoint(state)
+        server_routes.extend(endpoint.routes())
+        public.extend(endpoint.public_routes())
+        running.append(endpoint.running)
     starlette = build_http_app(
         state,
         host_routes=routes,
-        server_routes=[exposure.route()] if exposure is not None else [],
-        auth_excluded_routes=auth_excluded_routes,
+        server_routes=server_routes,
+        auth_excluded_routes=public,
         subscription_check=subscription_check,
-        lifespan=_lifespan(state.matrix, exposure),
+        lifespan=_lifespan(state.matrix, running),
     )
     return gateway.asgi_app(starlette)
 
@@ -589,15 +598,32 @@ async def prompt_reauthorisation(
         await matrix.ask_to_reauthorise(user_did)
 
 
-def _lifespan(matrix: MatrixLayer | None, mcp: McpExposure | None) -> Callable[[Starlette], Any]:
+def _a2a_endpoint(state: ServerState) -> A2aEndpoint:
+    """The A2A endpoint; without the ``a2a`` extra, a boot error naming it."""
+    try:
+        from oracle_server._a2a.endpoint import A2aEndpoint
+    except ImportError as exc:
+        raise OracleBootError(
+            "boot.a2a.sdk_missing: ORACLE_A2A=true needs the A2A SDK: install "
+            f"oracle-server[a2a] ({exc.name} is missing)"
+        ) from exc
+    return A2aEndpoint(state)
+
+
+def _lifespan(
+    matrix: MatrixLayer | None,
+    running: Sequence[Callable[[], contextlib.AbstractAsyncContextManager[None]]] = (),
+) -> Callable[[Starlette], Any]:
     """Start the Matrix layer once the server loop runs, never waiting for it (SRV-6), and
-    run ``/mcp``'s session manager while the app serves."""
+    keep the optional endpoints' parts running while the app serves (``/mcp``, ``/a2a``)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         if matrix is not None:
             matrix.start()
-        async with mcp.running() if mcp is not None else contextlib.nullcontext():
+        async with contextlib.AsyncExitStack() as stack:
+            for part in running:
+                await stack.enter_async_context(part())
             yield
 
     return lifespan

@@ -152,6 +152,7 @@ class ServerSettings(CoreEnv):
     )
     matrix_trusted_homeservers: str | None = Field(None, alias="MATRIX_TRUSTED_HOMESERVERS")
     mcp_expose: EnvBool = Field(False, alias="ORACLE_MCP_EXPOSE")
+    a2a: EnvBool = Field(False, alias="ORACLE_A2A")
     ucan_protected_mcp_servers: str | None = Field(None, alias="UCAN_PROTECTED_MCP_SERVERS")
     ucan_root_issuers: str | None = Field(None, alias="UCAN_ROOT_ISSUERS")
     mcp_expose_sub_agents: EnvBool = Field(False, alias="ORACLE_MCP_EXPOSE_SUB_AGENTS")

@@ -61,6 +61,20 @@ class ServerState:
             return True
         return self.matrix.state == "loaded" and self.signer is not None
 
+    async def spend_turn(self, did: str) -> int | None:
+        """Count one turn in ``did``'s ``turns`` budget, the one ``POST /messages/{id}``
+        spends (work started some other way: a ``/mcp`` tool call, an A2A message).
+
+        Returns:
+            ``None`` when allowed; else the seconds until the budget has room again.
+        """
+        decision = await self.limiter.hit(
+            f"{self.oracle_did}:turns:did:{did}",
+            limit=self.settings.turn_limit,
+            window_seconds=self.settings.throttle_ttl_seconds,
+        )
+        return None if decision.allowed else decision.retry_after
+
     @property
     def matrix_state(self) -> str:
         """``disabled``, or the Matrix layer's ``pending`` / ``loaded`` / ``failed``."""

@@ -192,16 +192,11 @@ class McpExposure:
 
     async def _spend_turn(self, did: str) -> CallToolResult | None:
         """Count the call in the user's ``turns`` budget; the refusal when it is spent."""
-        state, settings = self.state, self.state.settings
-        decision = await state.limiter.hit(
-            f"{state.oracle_did}:turns:did:{did}",
-            limit=settings.turn_limit,
-            window_seconds=settings.throttle_ttl_seconds,
-        )
-        if decision.allowed:
+        retry_after = await self.state.spend_turn(did)
+        if retry_after is None:
             return None
         return _error(
-            f"Too many tool calls: try again in {decision.retry_after} s.",
+            f"Too many tool calls: try again in {retry_after} s.",
             "mcp.rate_limited",
-            retryAfter=decision.retry_after,
+            retryAfter=retry_after,
         )

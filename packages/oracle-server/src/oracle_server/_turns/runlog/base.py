@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -53,6 +54,16 @@ class RunEvent:
     event: str
     data: dict[str, Any]
     encoded: bytes | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """``data``, decoded from the frame when the log kept only the frame."""
+        if self.data or self.encoded is None:
+            return self.data
+        for line in self.encoded.decode().splitlines():
+            if line.startswith("data: "):
+                decoded = json.loads(line[len("data: ") :])
+                return decoded if isinstance(decoded, dict) else {}
+        return {}
 
     def to_sse(self) -> bytes:
         """The SSE frame, with its number as ``id``."""

@@ -1,0 +1,1 @@
+"""The oracle as an Agent2Agent agent (``ORACLE_A2A``)."""
