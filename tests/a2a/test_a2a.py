@@ -13,12 +13,21 @@ import httpx
 import pytest
 from a2a.client import A2ACardResolver, A2AClientError, ClientConfig, create_client
 from a2a.helpers import get_artifact_text
-from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskState,
+)
 
 from oracle_server import OracleApp, create_oracle_app
 from oracle_server.testing import (
     ClockPlugin,
     OpenAIDouble,
+    Paced,
     WeatherPlugin,
     auth_headers,
     parse_stream,
@@ -218,6 +227,37 @@ async def test_a2a_0_3_message_send_runs_a_turn(serve: Serve, llm: OpenAIDouble)
     assert result["status"]["state"] == "completed"
     assert "".join(p["text"] for p in result["artifacts"][0]["parts"]) == "Hello from the oracle."
     assert got.json()["result"]["status"]["state"] == "completed"
+
+
+async def test_cancelling_a_task_aborts_its_turn(serve: Serve, llm: OpenAIDouble) -> None:
+    llm.add_steps(Paced("word " * 400, between_chunks=0.02))
+    user = Ed25519Signer.generate()
+    async with serve() as (app, base_url):
+        headers = auth_headers(user, app.state.oracle_did)
+        async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+            card = await A2ACardResolver(http, base_url).get_agent_card()
+            client = await create_client(card, ClientConfig(httpx_client=http))
+            async with client:
+                events = client.send_message(message("Talk for a long time."))
+                seen = []
+                async for event in events:
+                    seen.append(event)
+                    if event.WhichOneof("payload") == "artifact_update":
+                        break
+                task_id = seen[0].task.id
+                cancelled = await client.cancel_task(CancelTaskRequest(id=task_id))
+                final = await client.get_task(GetTaskRequest(id=task_id))
+                run_id = next(
+                    e.status_update.metadata["runId"]
+                    for e in seen
+                    if e.WhichOneof("payload") == "status_update"
+                )
+            run = await http.get(f"{base_url}/runs/{run_id}")
+
+    assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+    assert final.status.state == TaskState.TASK_STATE_CANCELED
+    done = parse_stream([run.text], "persistent")[-1]
+    assert (done.event, done.data["status"]) == ("done", "aborted")
 
 
 async def test_off_unless_enabled(serve: Serve) -> None:
