@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +55,6 @@ from oracle_core import AuthExcludedRoute
 from oracle_server._auth.authenticator import AuthData
 from oracle_server._errors import HTTPError
 from oracle_server._http.routing import LimitedRoute, RouteLimits
-from oracle_server._persistence import SessionRecord
 from oracle_server._turns.runlog import RunGone
 from oracle_server._turns.runner import TurnInput
 
@@ -126,23 +124,9 @@ class _SessionContexts(SimpleRequestContextBuilder):
             asked = context_id or (params.message.context_id if params is not None else "")
             sessions = self.state.sessions
             if not asked or await sessions.get(auth.did, asked) is None:
-                asked = await self._new_session(auth.did)
+                asked = (await self.state.new_session(auth.did)).session_id
             context_id = asked
         return await super().build(context, params, task_id, context_id, task)
-
-    async def _new_session(self, did: str) -> str:
-        state, now = self.state, datetime.now(UTC)
-        record = SessionRecord(
-            session_id=str(uuid.uuid4()),
-            user_did=did,
-            title="Untitled",
-            created_at=now,
-            last_updated_at=now,
-            oracle_name=state.oracle_name,
-            oracle_did=state.oracle_did,
-            oracle_entity_did=state.settings.oracle_entity_did,
-        )
-        return (await state.sessions.create(record)).session_id
 
 
 class _TurnExecutor(AgentExecutor):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -13,7 +15,7 @@ from oracle_server._auth.authenticator import AuthData, Authenticator
 from oracle_server._auth.keys import OracleKey
 from oracle_server._errors import HTTPError
 from oracle_server._http.parsing import json_body_errors, parse_json
-from oracle_server._persistence import Sessions, Storage
+from oracle_server._persistence import SessionRecord, Sessions, Storage
 from oracle_server._settings import ServerSettings
 from oracle_server._turns.bookkeeping import TurnBookkeeping
 from oracle_server._turns.runner import TurnRunner
@@ -60,6 +62,21 @@ class ServerState:
         if self.matrix is None:
             return True
         return self.matrix.state == "loaded" and self.signer is not None
+
+    async def new_session(self, did: str) -> SessionRecord:
+        """Create an empty session of ``did``'s, titled ``Untitled``, with a fresh id."""
+        now = datetime.now(UTC)
+        record = SessionRecord(
+            session_id=str(uuid.uuid4()),
+            user_did=did,
+            title="Untitled",
+            created_at=now,
+            last_updated_at=now,
+            oracle_name=self.oracle_name,
+            oracle_did=self.oracle_did,
+            oracle_entity_did=self.settings.oracle_entity_did,
+        )
+        return await self.sessions.create(record)
 
     async def spend_turn(self, did: str) -> int | None:
         """Count one turn in ``did``'s ``turns`` budget, the one ``POST /messages/{id}``

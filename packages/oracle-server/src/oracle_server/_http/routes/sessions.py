@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-from datetime import UTC, datetime
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -12,7 +9,6 @@ from starlette.routing import BaseRoute, Route
 from oracle_server._errors import HTTPError
 from oracle_server._http.parsing import query_int
 from oracle_server._http.state import auth_of, server_of
-from oracle_server._persistence import SessionRecord
 
 __all__ = ["session_routes"]
 
@@ -23,19 +19,8 @@ MAX_OFFSET = 2**31 - 1
 async def create_session(request: Request) -> Response:
     """``POST /sessions`` → 201 ``ChatSession``."""
     server, auth = server_of(request), auth_of(request)
-    now = datetime.now(UTC)
-    record = SessionRecord(
-        session_id=str(uuid.uuid4()),
-        user_did=auth.did,
-        title="Untitled",
-        created_at=now,
-        last_updated_at=now,
-        oracle_name=server.oracle_name,
-        oracle_did=server.oracle_did,
-        oracle_entity_did=server.settings.oracle_entity_did,
-    )
     try:
-        created = await server.sessions.create(record)
+        created = await server.new_session(auth.did)
     except Exception as exc:
         raise HTTPError(400, f"Session creation failed: {type(exc).__name__}") from exc
     return JSONResponse(created.to_wire(), status_code=201)
