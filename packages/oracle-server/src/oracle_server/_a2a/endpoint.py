@@ -238,6 +238,8 @@ class A2aEndpoint:
         self.handler = DefaultRequestHandler(
             agent_executor=_TurnExecutor(state),
             task_store=InMemoryTaskStore(),
+            # The handler keeps a card of its own; the one served is built per request
+            # (`_card`), its endpoint under the base URL the caller used.
             agent_card=self.card("http://localhost"),
             request_context_builder=_SessionContexts(state),
         )

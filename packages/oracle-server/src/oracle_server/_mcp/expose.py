@@ -139,9 +139,7 @@ class McpExposure:
     @contextlib.asynccontextmanager
     async def _toolset(self, user: UserInfo) -> AsyncIterator[UserToolset]:
         runner = self.state.runner
-        delegation = user.ucan_delegation
-        if delegation is None and runner.stored_delegation is not None:
-            delegation = await runner.stored_delegation(user.did)
+        delegation = await runner.delegation_for(user.did, user.ucan_delegation)
         turn = TurnRequest(
             user=UserInfo(did=user.did, ucan_delegation=delegation, timezone=user.timezone),
             session=SessionInfo(id=f"mcp-{uuid.uuid4().hex}", request_id=None),

@@ -233,6 +233,13 @@ class TurnRunner:
         """The session's queued and running turns in this process, oldest first."""
         return list(self.active.get(session_id, []))
 
+    async def delegation_for(self, user_did: str, given: str | None) -> str | None:
+        """The delegation a turn of ``user_did`` adopts: the request's (``given``), else
+        the stored one (SRV-42)."""
+        if given is None and self.stored_delegation is not None:
+            return await self.stored_delegation(user_did)
+        return given
+
     async def abort(self, user_did: str, session_id: str) -> bool:
         """Abort the caller's turns in ``session_id`` (running and queued), here and, with
         several replicas, on the others; ``False`` when there is none."""
@@ -420,9 +427,9 @@ class TurnRunner:
         self, turn: ActiveTurn, turn_input: TurnInput, base: Mapping[str, Any]
     ) -> None:
         auth = turn_input.auth
-        delegation = auth.delegation.raw if auth.delegation else None
-        if delegation is None and self.stored_delegation is not None:
-            delegation = await self.stored_delegation(auth.did)
+        delegation = await self.delegation_for(
+            auth.did, auth.delegation.raw if auth.delegation else None
+        )
         user = UserInfo(
             did=auth.did,
             ucan_delegation=delegation,
