@@ -1,49 +1,41 @@
 """A client's browser tools and AG-UI actions never shadow the oracle's own tools.
 
-A real oracle on loopback with the real ``user-preferences`` plugin, whose request-time
-tool ``set_user_preferences`` comes after ``frontend-tools`` in plugin order; a real
-Socket.IO client in the session, and the OpenAI double as the model, which calls the
-shadowed name.
+A real oracle on loopback with the real ``user-preferences``, ``portal`` and ``agui``
+plugins; a real Socket.IO client in the session, and the OpenAI double as the model,
+which calls a name that both the oracle and the client's declared tool carry. The
+client's tools are the Portal and AG-UI agents' own, so the main agent sees one tool of
+that name, the oracle's, and that is the one that runs.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from oracle_plugins.agui import AguiPlugin
+from oracle_plugins.portal import PortalPlugin
 from oracle_plugins.user_preferences import UserPreferencesPlugin
 from oracle_server.testing import RunningOracle, ToolCalls
 
 SERVER_DESCRIPTION = "Save how the user wants you to behave"
-WARNING = {
-    "code": "tools.client_tool_shadowed",
-    "toolName": "set_user_preferences",
-    "message": (
-        "The client's tool 'set_user_preferences' was not offered to the model: the oracle "
-        "has a tool of that name, which is used instead."
-    ),
-}
-
-
-def _frames(body: str) -> list[tuple[str, Any]]:
-    """Every ``(event, data)`` of an SSE body, whatever the event's name."""
-    frames = []
-    for block in body.split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
-        if "event" in fields and "data" in fields:
-            frames.append((fields["event"], json.loads(fields["data"])))
-    return frames
+AGENTS = {"tools": ("portal", "call_portal_agent"), "agActions": ("agui", "call_ag-ui_agent")}
 
 
 @pytest.mark.parametrize("field", ["tools", "agActions"])
-async def test_the_server_tool_runs_and_the_client_is_warned(tmp_path: Path, field: str) -> None:
+async def test_the_oracles_tool_runs_and_the_clients_stays_with_its_agent(
+    tmp_path: Path, field: str
+) -> None:
+    capability, agent = AGENTS[field]
     oracle = await RunningOracle.start(
-        [ToolCalls([("set_user_preferences", {"agentName": "Nova"})]), "Saved."],
+        [
+            ToolCalls([("load_capability", {"names": [capability]})], ids=("load_1",)),
+            ToolCalls([("set_user_preferences", {"agentName": "Nova"})], ids=("prefs_1",)),
+            "Saved.",
+        ],
         data_dir=tmp_path / "oracle",
-        plugins=[UserPreferencesPlugin()],
+        plugins=[UserPreferencesPlugin(), PortalPlugin(), AguiPlugin()],
     )
     try:
         user = oracle.new_user()
@@ -58,28 +50,21 @@ async def test_the_server_tool_runs_and_the_client_is_warned(tmp_path: Path, fie
 
         body: dict[str, Any] = {"stream": True, field: [client_tool]}
         response = await oracle.send_message(user, session_id, "Call yourself Nova", **body)
-        [warning] = await tab.wait_for("warning")
         stored = await oracle.http.get("/user-preferences", headers=user.headers())
     finally:
         await oracle.aclose()
 
     assert response.status_code == 200, response.text
-    frames = _frames(response.text)
-    assert [data for event, data in frames if event == "warning"] == [
-        {"sessionId": session_id, "requestId": warning["payload"]["requestId"], **WARNING}
-    ]
-    assert frames[-1] == ("done", frames[-1][1])
-    assert frames[-1][1]["status"] == "finished"
-    assert warning["eventName"] == "warning"
-    # The model saw one tool of that name, the oracle's, and the oracle's ran.
+    assert "event: warning" not in response.text
     offered = [
         t["function"]
-        for t in oracle.double.requests[0].tools
-        if t["function"]["name"] == "set_user_preferences"
+        for t in oracle.double.requests[1].tools
+        if t["function"]["name"] in ("set_user_preferences", agent)
     ]
-    assert len(offered) == 1
-    assert SERVER_DESCRIPTION in offered[0]["description"]
-    assert oracle.second_request_tool_message().startswith("Updated. New preferences: ")
+    assert sorted(tool["name"] for tool in offered) == sorted(["set_user_preferences", agent])
+    [own] = [tool for tool in offered if tool["name"] == "set_user_preferences"]
+    assert SERVER_DESCRIPTION in own["description"]
+    assert oracle.tool_result("prefs_1").startswith("Updated. New preferences: ")
     assert stored.status_code == 200, stored.text
     assert stored.json()["agentName"] == "Nova"
     assert tab.records.named("browser_tool_call") == []

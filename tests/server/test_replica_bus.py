@@ -22,6 +22,8 @@ import pytest
 import socketio  # type: ignore[import-untyped]
 
 from oracle_core import OraclePlugin
+from oracle_plugins.agui import AguiPlugin
+from oracle_plugins.portal import PortalPlugin
 from oracle_server import OracleApp
 from oracle_server.testing import (
     Announcer,
@@ -29,6 +31,7 @@ from oracle_server.testing import (
     OpenAIDouble,
     ToolCalls,
     auth_headers,
+    delegating,
     redis_url_or_skip,
 )
 from oracle_ucan import Ed25519Signer
@@ -202,10 +205,14 @@ async def test_a_client_call_runs_on_a_and_its_result_comes_back_through_b(
     answer: dict[str, Any],
     tool_message: str,
 ) -> None:
-    llm.add_steps(ToolCalls([(spec["name"], args)]), "done")
+    capability, agent = ("portal", "call_portal_agent")
+    if field == "agActions":
+        capability, agent = ("agui", "call_ag-ui_agent")
+    inner = ToolCalls([(spec["name"], args)], ids=("client_1",))
+    llm.add_steps(*delegating(capability, agent, inner, "Used it.", "done"))
     user = Ed25519Signer.generate()
     async with (
-        replicas(serve) as (first, first_url, second, second_url),
+        replicas(serve, [PortalPlugin(), AguiPlugin()]) as (first, first_url, second, second_url),
         httpx.AsyncClient(timeout=30) as http,
     ):
         headers = auth_headers(user, first.state.oracle_did)
@@ -232,9 +239,14 @@ async def test_a_client_call_runs_on_a_and_its_result_comes_back_through_b(
     [request] = socket.named(call_event)
     # The id the turn's replica issued, not the model's tool-call id.
     assert request["toolCallId"] not in ("", "call_1")
-    tools = [m for m in llm.requests[1].messages if m.get("role") == "tool"]
     # The client's answer, forwarded from B: not the unknown outcome of a timeout.
-    assert [m["content"] for m in tools] == [tool_message]
+    [answered] = [
+        m["content"]
+        for chat in llm.requests
+        for m in chat.messages
+        if m.get("role") == "tool" and m.get("tool_call_id") == "client_1"
+    ]
+    assert answered == tool_message
 
 
 async def _first_message(lines: AsyncIterator[str]) -> None:

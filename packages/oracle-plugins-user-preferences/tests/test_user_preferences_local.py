@@ -152,6 +152,9 @@ class StartingMatrix:
     async def post_to_room(self, room_id: str, content: Mapping[str, Any]) -> str:
         raise self._not_ready()
 
+    async def send_event(self, room_id: str, event_type: str, content: Mapping[str, Any]) -> str:
+        raise self._not_ready()
+
     async def get_room_state(self, room_id: str) -> list[dict[str, Any]]:
         raise self._not_ready()
 

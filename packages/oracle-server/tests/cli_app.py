@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from oracle_plugins.portal import PortalPlugin
 from oracle_server import OracleApp, create_oracle_app
 
 
 async def create_app() -> OracleApp:
-    """A plain local oracle with no plugins of its own."""
-    return await create_oracle_app({"name": "Inspected Oracle"}, discover_entry_points=False)
+    """A plain local oracle with one bundled plugin."""
+    return await create_oracle_app(
+        {"name": "Inspected Oracle"}, plugins=[PortalPlugin()], discover_entry_points=False
+    )

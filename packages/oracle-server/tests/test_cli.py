@@ -72,7 +72,7 @@ def test_inspect_prints_plugins_prompt_tokens_and_routes(tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr
     assert "Plugins" in done.stdout
-    assert "  frontend-tools" in done.stdout
+    assert "  portal" in done.stdout
     assert "System prompt tokens per section" in done.stdout
     assert "identity" in done.stdout
     assert "total" in done.stdout

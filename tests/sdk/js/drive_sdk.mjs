@@ -10,7 +10,10 @@
 //     userDid, delegation, delegationExpiresAt,      // what createDelegation hands over (ms)
 //     prompts: [string],                             // one turn each, in one session
 //     historyPageSize,                               // for the reopened session
-//     timeoutMs                                      // for each wait
+//     timeoutMs,                                     // for each wait
+//     browserTools: [{toolName, description, result}] // optional: declared through
+//                    useChat({browserTools}), each with a zod schema {url: string};
+//                    the SDK runs `fn` when the oracle calls the tool
 //   }
 //
 // Scenario: list the models; create a session; open it (history, run check, socket); send
@@ -29,6 +32,7 @@
 //             states: every change of (status, run) while the turn ran; streamed: the
 //             messages when `run.ended` was first set, before the history replaced them
 //   page      {messages, hasEarlier} the reopened session, then after each loadEarlier()
+//   browser_tool {toolName, args}    the SDK ran a declared browser tool's `fn`
 //   deleted   {response}             what deleteSession() resolved with
 //   end       {}
 //   failed    {error}                then exit status 1
@@ -80,6 +84,7 @@ const TestRenderer = (await import("react-test-renderer")).default;
 const { OraclesProvider, useChat, useModels, useOracleSessions } = await import(
   "@ixo/oracles-client-sdk"
 );
+const { z } = await import("zod");
 
 // -- the host application ---------------------------------------------------------------
 
@@ -104,6 +109,22 @@ const createDelegation = async (audience) => {
 const uiComponents = { ToolCall: () => null };
 const onPaymentRequiredError = (claims) => out({ step: "payment_required", claims });
 
+// The browser tools the front end offers, as an application declares them to useChat.
+const browserTools = Object.fromEntries(
+  (config.browserTools ?? []).map(({ toolName, description, result }) => [
+    toolName,
+    {
+      toolName,
+      description,
+      schema: z.object({ url: z.string().describe("The page to open") }),
+      fn: async (args) => {
+        out({ step: "browser_tool", toolName, args });
+        return result;
+      },
+    },
+  ]),
+);
+
 let latest = null;
 let turn = null;
 
@@ -118,6 +139,7 @@ function Probe({ sessionId, historyPageSize }) {
     historyPageSize,
     model: models.defaultModelId,
     onPaymentRequiredError,
+    ...(config.browserTools ? { browserTools } : {}),
   });
   // What the hooks returned in the last committed render.
   useEffect(() => {

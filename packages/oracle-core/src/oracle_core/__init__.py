@@ -20,6 +20,13 @@ from oracle_core._checkpoint import (
     SqliteCheckpointers,
     user_database_name,
 )
+from oracle_core._client_tools import (
+    ClientSchemaError,
+    ClientTools,
+    ClientToolSpec,
+    client_args_model,
+    frontend_tools,
+)
 from oracle_core._config import CoreEnv, OracleConfig, OraclePromptConfig
 from oracle_core._context import (
     AbortSignal,
@@ -46,6 +53,19 @@ from oracle_core._errors import (
     RouteContextError,
     ServiceUnavailableError,
     UnknownModelRoleError,
+)
+from oracle_core._frontend import (
+    ACTION_LOG_EVENT_TYPE,
+    FrontendAccessor,
+    FrontendCall,
+    FrontendCallError,
+    FrontendCallKind,
+    FrontendOutcome,
+    FrontendResponder,
+    FrontendService,
+    LocalFrontendService,
+    frontend_outcome,
+    new_frontend_call_id,
 )
 from oracle_core._hooks import MainAgentHooks, RouterInput
 from oracle_core._manifest import (
@@ -154,6 +174,7 @@ from oracle_core.hookspecs import hookimpl
 __version__ = "0.1.0"
 
 __all__ = [
+    "ACTION_LOG_EVENT_TYPE",
     "BUNDLED_PLUGIN_NAMES",
     "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_OPERATIONAL_MODE",
@@ -183,6 +204,9 @@ __all__ = [
     "CatalogEntry",
     "Category",
     "CheckpointSerializer",
+    "ClientSchemaError",
+    "ClientToolSpec",
+    "ClientTools",
     "CoreEnv",
     "CurrentTimeMiddleware",
     "Effect",
@@ -194,6 +218,13 @@ __all__ = [
     "ExposedTool",
     "FailedPlugin",
     "FeatureValue",
+    "FrontendAccessor",
+    "FrontendCall",
+    "FrontendCallError",
+    "FrontendCallKind",
+    "FrontendOutcome",
+    "FrontendResponder",
+    "FrontendService",
     "History",
     "HistoryCondenserMiddleware",
     "HistorySummary",
@@ -201,6 +232,7 @@ __all__ = [
     "InMemoryCheckpointers",
     "LLMAccessor",
     "LexicalCapabilityRouter",
+    "LocalFrontendService",
     "LocalSecretsService",
     "MainAgentHooks",
     "MainAgentState",
@@ -277,6 +309,7 @@ __all__ = [
     "args_hash",
     "check_provider",
     "classify_reply",
+    "client_args_model",
     "compose_system_prompt",
     "connect_sqlite",
     "context_window",
@@ -286,9 +319,12 @@ __all__ = [
     "create_summarization_middleware",
     "date_line",
     "define_oracle_plugin",
+    "frontend_outcome",
+    "frontend_tools",
     "get_provider_chat_model",
     "hookimpl",
     "inline_prompt_value",
+    "new_frontend_call_id",
     "not_a_hook",
     "parse_tool_policy",
     "plugin_tool",

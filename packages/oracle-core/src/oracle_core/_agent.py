@@ -30,6 +30,7 @@ from oracle_core._context import (
     UserInfo,
     _Scope,
 )
+from oracle_core._frontend import LoggedFrontend
 from oracle_core._hookcall import MISSING
 from oracle_core._hooks import RouterInput
 from oracle_core._prompt import (
@@ -184,6 +185,7 @@ class AgentBuilder:
         rt = self.rt
         services = rt.ambient
         view = ReadonlyState(state)
+        matrix = services.matrix.for_user(turn.user)
         ctx: RuntimeContext[Any] = RuntimeContext(
             config=rt.config,
             plugin_config=None,
@@ -196,7 +198,10 @@ class AgentBuilder:
             loaded_plugins=view.loaded_plugins | always,
             secrets=services.secrets.for_user(turn.user),
             blob_store=services.blob_store,
-            matrix=services.matrix.for_user(turn.user),
+            matrix=matrix,
+            frontend=LoggedFrontend(
+                services.frontend.for_session(turn.user, turn.session), matrix, turn.session
+            ),
             ucan=services.ucan.for_user(turn.user),
             llm=services.llm,
             emit=Emitter(services.events, turn.session, turn.user.did),

@@ -16,6 +16,7 @@ from langchain_core.messages import AnyMessage
 from pydantic import BaseModel
 from typing_extensions import TypeVar
 
+from oracle_core._frontend import FrontendAccessor
 from oracle_core._policy import ToolPolicy
 from oracle_core._services import (
     BlobStore,
@@ -284,6 +285,7 @@ class RuntimeContext(PluginContext[ConfigT]):
     secrets: SecretsAccessor | None = None
     blob_store: BlobStore | None = None
     matrix: MatrixAccessor | None = None
+    frontend: FrontendAccessor | None = None
     ucan: UcanAccessor | None = None
     llm: LLMAccessor | None = None
     emit: Emitter | None = None

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from oracle_core._errors import CapabilityDeniedError, NotConfiguredError
+from oracle_core._frontend import FrontendService, LocalFrontendService
 from oracle_ucan import ability_covers, resource_covers
 
 if TYPE_CHECKING:
@@ -200,6 +201,10 @@ class MatrixAccessor(Protocol):
         """Post an ``m.room.message`` and return its event id."""
         ...
 
+    async def send_event(self, room_id: str, event_type: str, content: Mapping[str, Any]) -> str:
+        """Send a timeline event of any type (``ixo.action.log``…); its event id."""
+        ...
+
     async def get_room_state(self, room_id: str) -> list[dict[str, Any]]:
         """The room's current state events."""
         ...
@@ -244,6 +249,9 @@ class _UnavailableMatrix:
         )
 
     async def post_to_room(self, room_id: str, content: Mapping[str, Any]) -> str:
+        raise self._fail()
+
+    async def send_event(self, room_id: str, event_type: str, content: Mapping[str, Any]) -> str:
         raise self._fail()
 
     async def get_room_state(self, room_id: str) -> list[dict[str, Any]]:
@@ -478,7 +486,11 @@ class LLMAccessor(Protocol):
 
 @dataclass
 class AmbientServices:
-    """The services every request can reach (CORE-43, CORE-49)."""
+    """The services every request can reach (CORE-43, CORE-49).
+
+    ``frontend`` runs browser tools and AG-UI actions in the session's client; the
+    local default has no client attached until one is.
+    """
 
     secrets: SecretsService
     blob_store: BlobStore
@@ -486,3 +498,4 @@ class AmbientServices:
     ucan: UcanService
     events: EventSink
     llm: LLMAccessor
+    frontend: FrontendService = field(default_factory=LocalFrontendService)

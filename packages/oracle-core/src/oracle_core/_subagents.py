@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from oracle_core._context import OracleRunContext, RuntimeContext
 from oracle_core._providers import context_window
 from oracle_core._tool_adapter import PluginToolAdapter, context_from_runtime, model_description
-from oracle_core._tools import PluginSubAgent, PluginTool
+from oracle_core._tools import PluginSubAgent, PluginTool, ToolInfo
 
 __all__ = ["ResolvedSubAgent", "SubAgentToolAdapter", "create_summarization_middleware"]
 
@@ -202,7 +202,9 @@ class SubAgentToolAdapter(BaseTool):
 
         from oracle_core._middleware import (
             CurrentTimeMiddleware,
+            EffectAwareToolRetryMiddleware,
             ToolPolicyMiddleware,
+            ToolValidationMiddleware,
             wrap_plugin_middleware,
         )
         from oracle_core._middleware.chain import fold_wrap_only
@@ -224,7 +226,19 @@ class SubAgentToolAdapter(BaseTool):
         # replay this run): calls that need one are refused, never run unapproved.
         verdicts = {t.name: policy.verdict(t.name, t.effect) for t in resolved.tools}
         unapprovable = {n: v.rule or "" for n, v in verdicts.items() if v.action == "approve"}
-        middleware: list[Any] = [ToolPolicyMiddleware(policy, unapprovable=unapprovable)]
+        # Bad arguments and failing tools come back to the sub-agent's model as tool
+        # errors, as on the main agent, instead of ending the sub-agent's run.
+        index = {
+            t.name: ToolInfo(
+                name=t.name, owner=resolved.owner, visibility="always", effect=t.effect
+            )
+            for t in resolved.tools
+        }
+        middleware: list[Any] = [
+            ToolPolicyMiddleware(policy, unapprovable=unapprovable),
+            ToolValidationMiddleware(),
+            EffectAwareToolRetryMiddleware(index),
+        ]
         middleware += [wrap_plugin_middleware(resolved.owner, m) for m in spec.middlewares]
         middleware.append(CurrentTimeMiddleware(self.time_line or None))
         window = context_window(spec.model, model, self.windows)

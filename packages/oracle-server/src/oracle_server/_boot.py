@@ -44,6 +44,7 @@ from oracle_core import (
     CoreEnv,
     EventSink,
     FeatureValue,
+    FrontendService,
     LocalSecretsService,
     MainAgentHooks,
     MatrixService,
@@ -79,7 +80,6 @@ from oracle_server._persistence import (
 from oracle_server._replicas import ReplicaBus, create_replica_bus
 from oracle_server._replicas.hub import HubReplicaBus
 from oracle_server._settings import ServerSettings, load_settings
-from oracle_server._socket.frontend_tools import FrontendToolsPlugin
 from oracle_server._socket.gateway import SocketGateway
 from oracle_server._socket.hubqueue import HubSocketManager
 from oracle_server._turns.approvals import TurnApprovals
@@ -431,8 +431,8 @@ async def boot_runtime(
     key: OracleKey,
     oracle_did: str,
 ) -> OracleRuntime:
-    """The core runtime, with the server's services and checkpointers and the
-    frontend-tools plugin (the client's browser tools and AG-UI actions)."""
+    """The core runtime, with the server's services (the gateway runs frontend calls)
+    and checkpointers."""
     reauth = (
         None
         if matrix is None
@@ -455,9 +455,10 @@ async def boot_runtime(
         matrix=matrix.service() if matrix is not None else UnavailableMatrixService(),
         ucan=ucan,
         events=events,
+        frontend=gateway,
     )
     server_hooks = MainAgentHooks(checkpointer_for_user=persistence.checkpointers)
-    server_plugins: list[OraclePlugin] = [FrontendToolsPlugin(gateway)]
+    server_plugins: list[OraclePlugin] = []
     if settings.protected_mcp_servers:
         guard = McpInvocationGuard(
             settings.protected_mcp_servers,
@@ -576,6 +577,7 @@ def server_services(
     matrix: MatrixService,
     ucan: UcanService,
     events: EventSink,
+    frontend: FrontendService,
 ) -> AmbientServices:
     """The services every request reaches (CORE-43): the models come from the core
     environment the runtime validated."""
@@ -586,6 +588,7 @@ def server_services(
         ucan=ucan,
         events=events,
         llm=ProviderLLM(core),
+        frontend=frontend,
     )
 
 

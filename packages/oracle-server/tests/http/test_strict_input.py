@@ -260,6 +260,35 @@ async def test_null_stays_an_error_in_required_fields(
     assert any("name" in m for m in assert_error_shape(answer, 400)["message"])
 
 
+@pytest.mark.parametrize(
+    ("field", "tool", "problem"),
+    [
+        ("tools", {"name": "open url", "schema": {"type": "object"}}, "a tool name is 1 to 64"),
+        ("agActions", {"name": "pick", "schema": {"type": "array"}}, "must describe an object"),
+        (
+            "tools",
+            {"name": "pick", "schema": {"properties": {"a": {"type": "frob"}}}},
+            "invalid JSON Schema",
+        ),
+        (
+            "agActions",
+            {"name": "cfg", "schema": {"properties": {"model_config": {"type": "string"}}}},
+            "'model_config' is not usable",
+        ),
+    ],
+)
+async def test_a_client_tool_the_model_could_never_call_is_refused(
+    client: httpx.AsyncClient, user: dict[str, str], field: str, tool: dict[str, Any], problem: str
+) -> None:
+    session_id = await new_session(client, user)
+    body = {"message": "hi", field: [{"description": "A tool.", **tool}]}
+
+    answer = await client.post(f"/messages/{session_id}", headers=user, json=body)
+
+    messages = assert_error_shape(answer, 400)["message"]
+    assert any(m.startswith(f"{field}.0") and problem in m for m in messages), messages
+
+
 # --- body caps ---------------------------------------------------------------------------------
 
 

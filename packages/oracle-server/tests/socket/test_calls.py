@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
 
-from oracle_core import OracleEvent
-from oracle_server._socket.calls import (
-    CallKind,
-    FrontendToolError,
-    Outcome,
-    PendingCalls,
-    action_outcome,
-    browser_tool_outcome,
-)
+from oracle_core import FrontendCallError, FrontendOutcome, OracleEvent
+from oracle_server._socket.calls import CallKind, PendingCalls
 from oracle_server._socket.protocol import handshake_headers, socket_message
 
 
@@ -69,42 +63,16 @@ def test_handshake_auth_maps_to_the_http_headers(auth: Any, headers: dict[str, s
     assert handshake_headers(auth) == headers
 
 
-@pytest.mark.parametrize(
-    ("answer", "outcome"),
-    [
-        ({"toolCallId": "t", "result": "x"}, Outcome(value="x")),
-        ({"toolCallId": "t"}, Outcome(value=None)),
-        ({"toolCallId": "t", "result": "x", "error": ""}, Outcome(value="x")),
-        ({"toolCallId": "t", "result": "x", "error": "bad"}, Outcome(error="bad")),
-        ({"toolCallId": "t", "error": {"message": "boom"}}, Outcome(error="boom")),
-        ({"toolCallId": "t", "error": {"code": 3}}, Outcome(error='{"code": 3}')),
-    ],
-)
-def test_browser_tool_answers(answer: dict[str, Any], outcome: Outcome) -> None:
-    assert browser_tool_outcome(answer) == outcome
-
-
-@pytest.mark.parametrize(
-    ("answer", "outcome"),
-    [
-        ({"result": {"success": True}}, Outcome(value={"success": True})),
-        ({"result": "done"}, Outcome(value="done")),
-        ({"result": {"success": False, "error": "locked"}}, Outcome(error="locked")),
-        ({"result": {"success": False}, "error": "crashed"}, Outcome(error="crashed")),
-        ({"result": {"success": False}}, Outcome(error="Action failed")),
-        ({"result": None, "error": "crashed"}, Outcome(error="crashed")),
-    ],
-)
-def test_action_answers(answer: dict[str, Any], outcome: Outcome) -> None:
-    assert action_outcome(answer) == outcome
-
-
 async def test_every_call_gets_an_id_of_its_own() -> None:
     pending = PendingCalls()
     first, future = pending.open("s1", "browser_tool", "sid-1")
     second, _ = pending.open("s2", "browser_tool", "sid-2")
+    action, _ = pending.open("s2", "action", "sid-2", "req-9")
 
     assert first != second
+    assert re.fullmatch(r"tc_noreq_[0-9a-f]{8}", first)
+    assert re.fullmatch(r"ag_req-9_[0-9a-f]{8}", action)
+    pending.close(action)
     pending.close(first)
     assert future.cancelled()
     assert first not in pending
@@ -117,7 +85,11 @@ async def test_only_the_matching_session_kind_and_socket_settle_a_call() -> None
 
     def settle(call_id: str, session: str, kind: CallKind, socket: str | None, v: Any) -> bool:
         return pending.settle(
-            call_id, session_id=session, kind=kind, socket_id=socket, outcome=Outcome(value=v)
+            call_id,
+            session_id=session,
+            kind=kind,
+            socket_id=socket,
+            outcome=FrontendOutcome(value=v),
         )
 
     assert not settle(call, "s2", "action", "sid-1", 1)
@@ -135,7 +107,7 @@ async def test_a_call_sent_to_the_room_takes_a_forwarded_answer() -> None:
     call, future = pending.open("s1", "browser_tool", None)
 
     assert pending.settle(
-        call, session_id="s1", kind="browser_tool", socket_id=None, outcome=Outcome(value=5)
+        call, session_id="s1", kind="browser_tool", socket_id=None, outcome=FrontendOutcome(value=5)
     )
     assert await asyncio.wait_for(future, 1) == 5
 
@@ -147,6 +119,6 @@ async def test_a_socket_that_leaves_fails_only_its_own_calls() -> None:
 
     pending.fail_socket("sid-1", "left")
 
-    with pytest.raises(FrontendToolError, match=r"^left$"):
+    with pytest.raises(FrontendCallError, match=r"^left$"):
         await asyncio.wait_for(gone, 1)
     assert not other.done()

@@ -12,8 +12,16 @@ import asyncio
 
 import pytest
 
-from oracle_server._socket.gateway import FrontendToolError
-from oracle_server.testing import OracleUser, RunningOracle, SocketClient, StartOracle, ToolCalls
+from oracle_core import FrontendCallError
+from oracle_plugins.portal import PortalPlugin
+from oracle_server.testing import (
+    ChatRequest,
+    OracleUser,
+    RunningOracle,
+    SocketClient,
+    StartOracle,
+    ToolCalls,
+)
 
 PAGE_TITLE_TOOL = {
     "name": "get_page_title",
@@ -81,7 +89,7 @@ async def test_without_a_socket_the_call_fails_at_once(oracle: RunningOracle) ->
     user = oracle.new_user()
     session_id = await oracle.create_session(user)
 
-    with pytest.raises(FrontendToolError) as failed:
+    with pytest.raises(FrontendCallError) as failed:
         await oracle.gateway.call_browser_tool(session_id, "get_page_title", {})
 
     assert str(failed.value) == (
@@ -101,17 +109,33 @@ async def test_a_tab_that_closes_fails_its_call_as_an_unknown_outcome(
 
     await tab.close()
 
-    with pytest.raises(FrontendToolError) as failed:
+    with pytest.raises(FrontendCallError) as failed:
         await call
     assert str(failed.value).startswith("ws.client_gone: ")
     assert "Do not call it again unless the user asks" in str(failed.value)
 
 
+def _portal_turn(request: ChatRequest) -> str | ToolCalls:
+    """Each step of a turn through the Portal Agent, decided by the request, so two
+    turns running at once may take their steps in any order."""
+    last = request.messages[-1]
+    sub_agent = "in the user's browser" in str(request.messages[0].get("content"))
+    if last.get("role") == "user":
+        if sub_agent:
+            return ToolCalls([("get_page_title", {})], ids=("call_0",))
+        load = ("load_capability", {"names": ["portal"]})
+        return ToolCalls([load], ids=("load_1",))
+    called = last.get("tool_call_id")
+    if called == "load_1":
+        user = next(m["content"] for m in request.messages if m.get("role") == "user")
+        return ToolCalls([("call_portal_agent", {"task": user})], ids=("agent_1",))
+    return "got it" if called == "call_0" else "done"
+
+
 async def test_two_sessions_whose_model_says_call_0_each_get_their_own_answer(
     start_oracle: StartOracle,
 ) -> None:
-    same_id = ToolCalls([("get_page_title", {})], ids=("call_0",))
-    oracle = await start_oracle([same_id, same_id, "done", "done"])
+    oracle = await start_oracle([_portal_turn] * 10, plugins=[PortalPlugin()])
     turns = []
     for name in ("first", "second"):
         user = oracle.new_user()
@@ -132,11 +156,12 @@ async def test_two_sessions_whose_model_says_call_0_each_get_their_own_answer(
 
     assert [r.status_code for r in responses] == [200, 200], [r.text for r in responses]
     assert requests[0]["toolCallId"] != requests[1]["toolCallId"]
+    # Each sub-agent's task is its user's message; its browser tool got its own answer.
     answered = {
-        next(m["content"] for m in chat.messages if m.get("role") == "user"): next(
-            m["content"] for m in chat.messages if m.get("role") == "tool"
-        )
+        next(m["content"] for m in chat.messages if m.get("role") == "user"): chat.messages[-1][
+            "content"
+        ]
         for chat in oracle.double.requests
-        if any(m.get("role") == "tool" for m in chat.messages)
+        if chat.messages[-1].get("tool_call_id") == "call_0"
     }
     assert answered == {"title for first": "first", "title for second": "second"}

@@ -1,30 +1,37 @@
 """Browser-tool and AG-UI round trips through the gateway (SRV-51, 53).
 
 The gateway's own API (``call_browser_tool`` / ``call_action``) against a raw Socket.IO
-client, then whole turns where the model calls the client's tools.
+client, then whole turns where the portal and AG-UI sub-agents call the client's tools.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 import pytest
 
-from oracle_server._socket.gateway import FrontendToolError
+from oracle_core import FrontendCallError
+from oracle_plugins.agui import AguiPlugin
+from oracle_plugins.portal import PortalPlugin
 from oracle_server.testing import (
     OracleUser,
     RunningOracle,
     SocketClient,
     StartOracle,
+    Step,
     ToolCalls,
+    delegating,
 )
 
 UNKNOWN = (
     "Outcome unknown: the client may or may not have run it. Do not call it again unless "
     "the user asks; tell the user instead."
 )
+PORTAL_AGENT = "call_portal_agent"
+AGUI_AGENT = "call_ag-ui_agent"
 PAGE_TITLE_TOOL = {
     "name": "get_page_title",
     "description": "The title of the page the user is looking at.",
@@ -71,7 +78,7 @@ async def test_browser_tool_error_fails_the_call_with_its_text(oracle: RunningOr
         "tool_result", {"toolCallId": request["toolCallId"], "error": "Element not found"}
     )
 
-    with pytest.raises(FrontendToolError, match=r"^Element not found$"):
+    with pytest.raises(FrontendCallError, match=r"^Element not found$"):
         await call
     assert request["requestId"] == request["toolCallId"]
 
@@ -82,9 +89,9 @@ async def test_browser_tool_timeout_names_the_limit_and_the_tool(
     oracle = await start_oracle(env={"FRONTEND_TOOL_TIMEOUT_MS": "150"})
     _, session_id, client = await _connected(oracle)
 
-    with pytest.raises(FrontendToolError) as by_setting:
+    with pytest.raises(FrontendCallError) as by_setting:
         await oracle.gateway.call_browser_tool(session_id, "get_page_title", {})
-    with pytest.raises(FrontendToolError) as by_argument:
+    with pytest.raises(FrontendCallError) as by_argument:
         await oracle.gateway.call_browser_tool(session_id, "scroll", {}, timeout_ms=50)
 
     assert str(by_setting.value) == f"Browser tool timeout after 150ms: get_page_title. {UNKNOWN}"
@@ -185,7 +192,7 @@ async def test_failed_actions_fail_the_call(
         {"sessionId": session_id, "toolCallId": request["toolCallId"], **answer},
     )
 
-    with pytest.raises(FrontendToolError) as failed:
+    with pytest.raises(FrontendCallError) as failed:
         await call
     assert str(failed.value) == message
 
@@ -193,7 +200,7 @@ async def test_failed_actions_fail_the_call(
 async def test_action_timeout_names_the_limit_and_the_action(oracle: RunningOracle) -> None:
     _, session_id, _client = await _connected(oracle)
 
-    with pytest.raises(FrontendToolError) as timed_out:
+    with pytest.raises(FrontendCallError) as timed_out:
         await oracle.gateway.call_action(session_id, "open_panel", {}, timeout_ms=60)
 
     assert str(timed_out.value) == f"AG-UI action timeout after 60ms: open_panel. {UNKNOWN}"
@@ -206,19 +213,26 @@ async def test_shutdown_fails_waiting_calls_and_closes_sockets(oracle: RunningOr
 
     seconds = await oracle.shutdown()
 
-    with pytest.raises(FrontendToolError, match=r"^Server shutting down$"):
+    with pytest.raises(FrontendCallError, match=r"^Server shutting down$"):
         await call
-    with pytest.raises(FrontendToolError, match=r"^Server shutting down$"):
+    with pytest.raises(FrontendCallError, match=r"^Server shutting down$"):
         await oracle.gateway.call_action(session_id, "late", {})
     assert client.closed.is_set()
     assert seconds < 3
 
 
-# -- whole turns --------------------------------------------------------------------
+# -- whole turns, through the portal and agui plugins ----------------------------------
+
+
+def _through_portal(inner: ToolCalls, inner_reply: str, reply: str) -> list[Step]:
+    return delegating("portal", PORTAL_AGENT, inner, inner_reply, reply)
 
 
 async def test_a_turn_calls_the_clients_browser_tool(start_oracle: StartOracle) -> None:
-    oracle = await start_oracle([ToolCalls([("get_page_title", {})]), "done"])
+    oracle = await start_oracle(
+        _through_portal(ToolCalls([("get_page_title", {})], ids=("b1",)), "It is Docs.", "done"),
+        plugins=[PortalPlugin()],
+    )
     user, session_id, client = await _connected(oracle)
 
     async def answer() -> None:
@@ -233,38 +247,53 @@ async def test_a_turn_calls_the_clients_browser_tool(start_oracle: StartOracle) 
 
     assert response.status_code == 200, response.text
     assert response.json()["message"]["content"] == "done"
-    first = oracle.double.requests[0]
-    [offered] = [t for t in first.tools if t["function"]["name"] == "get_page_title"]
-    assert offered["function"]["parameters"] == {"type": "object", "properties": {}}
+    main, sub = oracle.double.requests[1], oracle.double.requests[2]
+    assert PORTAL_AGENT in _names(main)
+    assert "get_page_title" not in _names(main)
+    [offered] = [t for t in sub.tools if t["function"]["name"] == "get_page_title"]
+    assert offered["function"]["parameters"]["properties"] == {}
     assert offered["function"]["description"].endswith(PAGE_TITLE_TOOL["description"])
-    assert oracle.second_request_tool_message() == "Docs"
+    assert oracle.tool_result("b1") == "Docs"
+    assert oracle.tool_result("agent_1") == "It is Docs."
     [request] = client.records.named("browser_tool_call")
     # The server's id for the call, not the model's tool-call id.
-    assert request["toolCallId"] != "call_1"
+    assert re.fullmatch(r"tc_[A-Za-z0-9_-]+_[0-9a-f]{8}", request["toolCallId"])
+
+
+def _names(request: Any) -> list[str]:
+    return [t["function"]["name"] for t in request.tools]
 
 
 async def test_a_browser_tool_timeout_becomes_the_tool_message_and_the_turn_finishes(
     start_oracle: StartOracle,
 ) -> None:
     oracle = await start_oracle(
-        [ToolCalls([("get_page_title", {})]), "The page did not answer."],
+        _through_portal(
+            ToolCalls([("get_page_title", {})], ids=("b1",)),
+            "The page did not answer.",
+            "Sorry, the page did not answer.",
+        ),
         env={"FRONTEND_TOOL_TIMEOUT_MS": "300"},
+        plugins=[PortalPlugin()],
     )
     user, session_id, client = await _connected(oracle)
 
     response = await oracle.send_message(user, session_id, "Title?", tools=[PAGE_TITLE_TOOL])
 
     assert response.status_code == 200, response.text
-    assert response.json()["message"]["content"] == "The page did not answer."
-    assert f"Browser tool timeout after 300ms: get_page_title. {UNKNOWN}" in (
-        oracle.second_request_tool_message()
+    assert response.json()["message"]["content"] == "Sorry, the page did not answer."
+    assert oracle.tool_result("b1") == (
+        f"Browser tool timeout after 300ms: get_page_title. {UNKNOWN}"
     )
     # Browser tools may change the page: a failed one is never re-run.
     assert len(client.records.named("browser_tool_call")) == 1
 
 
 async def test_a_browser_tool_error_becomes_the_tool_message(start_oracle: StartOracle) -> None:
-    oracle = await start_oracle([ToolCalls([("get_page_title", {})]), "Sorry."])
+    oracle = await start_oracle(
+        _through_portal(ToolCalls([("get_page_title", {})], ids=("b1",)), "No tab.", "Sorry."),
+        plugins=[PortalPlugin()],
+    )
     user, session_id, client = await _connected(oracle)
 
     async def answer() -> None:
@@ -276,11 +305,20 @@ async def test_a_browser_tool_error_becomes_the_tool_message(start_oracle: Start
     await answering
 
     assert response.status_code == 200, response.text
-    assert "No tab" in oracle.second_request_tool_message()
+    assert oracle.tool_result("b1") == "No tab"
 
 
 async def test_a_turn_runs_the_clients_ag_ui_action(start_oracle: StartOracle) -> None:
-    oracle = await start_oracle([ToolCalls([("open_panel", {"panel": "settings"})]), "Opened."])
+    oracle = await start_oracle(
+        delegating(
+            "agui",
+            AGUI_AGENT,
+            ToolCalls([("open_panel", {"panel": "settings"})], ids=("a1",)),
+            "Opened settings.",
+            "Opened.",
+        ),
+        plugins=[AguiPlugin()],
+    )
     user, session_id, client = await _connected(oracle)
     action = {
         "name": "open_panel",
@@ -300,11 +338,12 @@ async def test_a_turn_runs_the_clients_ag_ui_action(start_oracle: StartOracle) -
         )
 
     answering = asyncio.create_task(answer())
-    response = await oracle.send_message(user, session_id, "Open settings", agActions=[action])
+    response = await oracle.send_message(
+        user, session_id, "Open settings", agActions=[action], request_id="req-7"
+    )
     await answering
 
     assert response.status_code == 200, response.text
-    assert json.loads(oracle.second_request_tool_message()) == {
-        "success": True,
-        "panel": "settings",
-    }
+    assert json.loads(oracle.tool_result("a1")) == {"success": True, "panel": "settings"}
+    [request] = client.records.named("action_call")
+    assert re.fullmatch(r"ag_req-7_[0-9a-f]{8}", request["toolCallId"])

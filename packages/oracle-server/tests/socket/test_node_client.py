@@ -7,13 +7,30 @@ answers ``browser_tool_call`` / ``action_call`` the way the SDK's handlers do.
 
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Any
 
 from pydantic import BaseModel
 
 from oracle_core import OraclePlugin, PluginContext, PluginTool, RuntimeContext
-from oracle_server.testing import RunningOracle, StartOracle, ToolCalls
+from oracle_plugins.agui import AguiPlugin
+from oracle_plugins.portal import PortalPlugin
+from oracle_server.testing import (
+    NodeSocketClient,
+    OracleUser,
+    RunningOracle,
+    StartOracle,
+    Step,
+    ToolCalls,
+    delegating,
+)
 
+OPEN_PANEL = {
+    "name": "open_panel",
+    "description": "Open a panel of the app.",
+    "schema": {"type": "object", "properties": {"panel": {"type": "string"}}},
+}
 PAGE_TITLE_TOOL = {
     "name": "get_page_title",
     "description": "The title of the page the user is looking at.",
@@ -21,10 +38,30 @@ PAGE_TITLE_TOOL = {
 }
 
 
+def _portal(inner_reply: str, reply: str) -> list[Step]:
+    inner = ToolCalls([("get_page_title", {})], ids=("b1",))
+    return delegating("portal", "call_portal_agent", inner, inner_reply, reply)
+
+
+async def _sdk_client(
+    oracle: RunningOracle, node: str, user: OracleUser, session_id: str, **answers: Any
+) -> NodeSocketClient:
+    client = await oracle.node_client(
+        node,
+        {
+            "query": {"sessionId": session_id, "userDid": user.did},
+            "auth": {"invocation": user.invocation()},
+            **answers,
+        },
+    )
+    await client.wait_for("connected")
+    return client
+
+
 async def test_browser_tool_round_trip_with_the_sdk_socket_client(
     start_oracle: StartOracle, node: str
 ) -> None:
-    oracle = await start_oracle([ToolCalls([("get_page_title", {})]), "done"])
+    oracle = await start_oracle(_portal("The page is My Page.", "done"), plugins=[PortalPlugin()])
     user = oracle.new_user()
     session_id = await oracle.create_session(user)
     client = await oracle.node_client(
@@ -48,7 +85,7 @@ async def test_browser_tool_round_trip_with_the_sdk_socket_client(
     [call] = await client.wait_for("browser_tool_call")
     # The id the server issued for the call, which the SDK echoes in its `tool_result`.
     call_id = call["data"]["toolCallId"]
-    assert call_id != "call_1"
+    assert call_id.startswith("tc_")
     assert call["data"] == {
         "sessionId": session_id,
         "requestId": call_id,
@@ -56,7 +93,84 @@ async def test_browser_tool_round_trip_with_the_sdk_socket_client(
         "toolName": "get_page_title",
         "args": {},
     }
-    assert oracle.second_request_tool_message() == "My Page"
+    assert oracle.tool_result("b1") == "My Page"
+    assert oracle.tool_result("agent_1") == "The page is My Page."
+
+
+async def test_the_sdk_clients_error_answer_fails_the_browser_tool(
+    start_oracle: StartOracle, node: str
+) -> None:
+    oracle = await start_oracle(_portal("No tab.", "Sorry."), plugins=[PortalPlugin()])
+    user = oracle.new_user()
+    session_id = await oracle.create_session(user)
+    await _sdk_client(
+        oracle, node, user, session_id, browserTools={"get_page_title": {"error": "No tab open"}}
+    )
+
+    response = await oracle.send_message(user, session_id, "Title?", tools=[PAGE_TITLE_TOOL])
+
+    assert response.status_code == 200, response.text
+    assert oracle.tool_result("b1") == "No tab open"
+
+
+async def test_an_answer_after_the_timeout_is_dropped_and_the_tool_says_so(
+    start_oracle: StartOracle, node: str
+) -> None:
+    oracle = await start_oracle(
+        _portal("It did not answer.", "Sorry."),
+        env={"FRONTEND_TOOL_TIMEOUT_MS": "300"},
+        plugins=[PortalPlugin()],
+    )
+    user = oracle.new_user()
+    session_id = await oracle.create_session(user)
+    client = await _sdk_client(
+        oracle,
+        node,
+        user,
+        session_id,
+        browserTools={"get_page_title": {"result": "Late", "delayMs": 900}},
+    )
+
+    response = await oracle.send_message(user, session_id, "Title?", tools=[PAGE_TITLE_TOOL])
+    [late] = await client.wait_for("answered")
+
+    assert response.status_code == 200, response.text
+    assert oracle.tool_result("b1").startswith("Browser tool timeout after 300ms: get_page_title.")
+    assert late["data"]["result"] == "Late"
+    assert "Late" not in response.text
+
+
+async def test_another_socket_of_the_session_cannot_settle_the_call(
+    start_oracle: StartOracle, node: str
+) -> None:
+    oracle = await start_oracle(
+        _portal("Got the title.", "done"),
+        env={"FRONTEND_TOOL_TIMEOUT_MS": "5000"},
+        plugins=[PortalPlugin()],
+    )
+    user = oracle.new_user()
+    session_id = await oracle.create_session(user)
+    other_tab = await _sdk_client(oracle, node, user, session_id)
+    # The newest socket takes the call; it answers only after the other tab tried.
+    target = await _sdk_client(
+        oracle,
+        node,
+        user,
+        session_id,
+        browserTools={"get_page_title": {"result": "Real title", "delayMs": 600}},
+    )
+
+    sending = asyncio.create_task(
+        oracle.send_message(user, session_id, "Title?", tools=[PAGE_TITLE_TOOL])
+    )
+    [call] = await target.wait_for("browser_tool_call")
+    forged = {"toolCallId": call["data"]["toolCallId"], "result": "Forged"}
+    await other_tab.emit("tool_result", forged)
+    response = await sending
+
+    assert response.status_code == 200, response.text
+    assert other_tab.records.named("browser_tool_call") == []
+    assert oracle.tool_result("b1") == "Real title"
 
 
 async def test_bad_auth_gives_the_client_connect_error(oracle: RunningOracle, node: str) -> None:
@@ -154,29 +268,60 @@ async def test_plugin_events_reach_the_sdks_catch_all_handler_as_envelopes(
     }
 
 
-async def test_an_unknown_action_answer_from_the_sdk_fails_the_tool(
+async def test_an_ag_ui_action_with_the_sdk_socket_client(
     start_oracle: StartOracle, node: str
 ) -> None:
-    oracle = await start_oracle([ToolCalls([("open_panel", {"panel": "x"})]), "Could not."])
+    steps = delegating(
+        "agui",
+        "call_ag-ui_agent",
+        ToolCalls([("open_panel", {"panel": "settings"})], ids=("a1",)),
+        "Opened settings.",
+        "Opened.",
+    )
+    oracle = await start_oracle(steps, plugins=[AguiPlugin()])
     user = oracle.new_user()
     session_id = await oracle.create_session(user)
-    client = await oracle.node_client(
-        node, {"query": {"sessionId": session_id}, "auth": {"invocation": user.invocation()}}
+    client = await _sdk_client(
+        oracle,
+        node,
+        user,
+        session_id,
+        actions={"open_panel": {"result": {"success": True, "panel": "settings"}}},
     )
-    await client.wait_for("connected")
-    action = {
-        "name": "open_panel",
-        "description": "Open a panel of the app.",
-        "schema": {"type": "object", "properties": {"panel": {"type": "string"}}},
-    }
 
-    response = await oracle.send_message(user, session_id, "Open x", agActions=[action])
+    response = await oracle.send_message(
+        user, session_id, "Open settings", agActions=[OPEN_PANEL], request_id="req-n1"
+    )
 
     assert response.status_code == 200, response.text
     [call] = await client.wait_for("action_call")
     assert call["data"]["status"] == "isRunning"
+    assert call["data"]["toolCallId"].startswith("ag_req-n1_")
+    assert json.loads(oracle.tool_result("a1")) == {"success": True, "panel": "settings"}
+
+
+async def test_an_unknown_action_answer_from_the_sdk_fails_the_tool(
+    start_oracle: StartOracle, node: str
+) -> None:
+    steps = delegating(
+        "agui",
+        "call_ag-ui_agent",
+        ToolCalls([("open_panel", {"panel": "x"})], ids=("a1",)),
+        "It failed.",
+        "Could not.",
+    )
+    oracle = await start_oracle(steps, plugins=[AguiPlugin()])
+    user = oracle.new_user()
+    session_id = await oracle.create_session(user)
+    client = await _sdk_client(oracle, node, user, session_id)
+
+    response = await oracle.send_message(user, session_id, "Open x", agActions=[OPEN_PANEL])
+
+    assert response.status_code == 200, response.text
+    [call] = await client.wait_for("action_call")
     assert call["data"]["args"] == {"panel": "x"}
-    assert "Unknown action: open_panel" in oracle.second_request_tool_message()
+    # The SDK answers an action it does not know with `success: false`.
+    assert oracle.tool_result("a1") == "Unknown action: open_panel"
 
 
 async def test_shutdown_disconnects_the_client_promptly(oracle: RunningOracle, node: str) -> None:

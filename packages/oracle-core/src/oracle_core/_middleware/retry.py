@@ -32,6 +32,7 @@ from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.types import Command
 from pydantic import ValidationError
 
+from oracle_core._frontend import FrontendCallError
 from oracle_core._middleware._common import error_tool_message, tool_index
 from oracle_core._tools import ToolInfo
 
@@ -94,6 +95,10 @@ class EffectAwareToolRetryMiddleware(AgentMiddleware[AgentState[Any], Any]):
             type(exc).__name__,
             exc_info=exc,
         )
+        if isinstance(exc, FrontendCallError):
+            # Its text is written for the model (the client's error, or a timeout
+            # that says the outcome is unknown).
+            return error_tool_message(request, str(exc))
         return error_tool_message(
             request, f"Tool '{tool_name}' failed: {type(exc).__name__}: {exc}"
         )

@@ -20,6 +20,7 @@ from oracle_core._approval import ApprovalAnswer, ApprovalRequest, approval_requ
 from oracle_core._checkpoint import InMemoryCheckpointers
 from oracle_core._config import OracleConfig, load_oracle_config
 from oracle_core._context import RuntimeContext, SessionInfo, UserInfo
+from oracle_core._frontend import LocalFrontendService
 from oracle_core._hooks import MainAgentHooks
 from oracle_core._manifest import PluginManifest, validate_manifest
 from oracle_core._plugin import OraclePlugin
@@ -63,6 +64,7 @@ class RecordingMatrixService:
     """
 
     posts: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    sent_events: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     room_state: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     user_rooms: dict[str, str] = field(default_factory=dict)
     state_events: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
@@ -77,6 +79,10 @@ class RecordingMatrixService:
 
     async def post_to_room(self, room_id: str, content: Mapping[str, Any]) -> str:
         self.posts.append((room_id, dict(content)))
+        return self._next_event()
+
+    async def send_event(self, room_id: str, event_type: str, content: Mapping[str, Any]) -> str:
+        self.sent_events.append((room_id, event_type, dict(content)))
         return self._next_event()
 
     async def get_room_state(self, room_id: str) -> list[dict[str, Any]]:
@@ -115,6 +121,9 @@ class _RecordingMatrixView:
 
     async def post_to_room(self, room_id: str, content: Mapping[str, Any]) -> str:
         return await self.service.post_to_room(room_id, content)
+
+    async def send_event(self, room_id: str, event_type: str, content: Mapping[str, Any]) -> str:
+        return await self.service.send_event(room_id, event_type, content)
 
     async def get_room_state(self, room_id: str) -> list[dict[str, Any]]:
         return await self.service.get_room_state(room_id)
@@ -212,8 +221,10 @@ class TestRuntime:
         user: UserInfo,
         session: SessionInfo,
         state: Mapping[str, Any] | None,
+        frontend: LocalFrontendService | None = None,
     ) -> None:
         self.runtime = runtime
+        self.frontend = frontend or LocalFrontendService()
         self.model = model
         self.events = events
         self.matrix = matrix
@@ -562,6 +573,7 @@ async def create_test_runtime(
     default_model = model or ScriptedChatModel()
     events = RecordingEventSink()
     matrix = RecordingMatrixService()
+    frontend = LocalFrontendService()
     test_user = user or TEST_USER
     services = AmbientServices(
         secrets=LocalSecretsService(values_by_user={test_user.did: dict(secrets or {})}),
@@ -570,6 +582,7 @@ async def create_test_runtime(
         ucan=PermissiveUcanService(grants=_grants(capabilities), minter=ucan),
         events=events,
         llm=_RoleModels(default_model, models or {}),
+        frontend=frontend,
     )
     checkpointers = InMemoryCheckpointers()
     base_hooks = MainAgentHooks(checkpointer_for_user=checkpointers)
@@ -598,6 +611,7 @@ async def create_test_runtime(
         user=test_user,
         session=session or TEST_SESSION,
         state=state,
+        frontend=frontend,
     )
 
 

@@ -13,6 +13,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from oracle_core import ClientSchemaError, client_args_model
+from oracle_core._tools import TOOL_NAME_RE
+
 __all__ = [
     "AbortDto",
     "AgActionDto",
@@ -74,12 +77,20 @@ def _optional_keys(model: type[BaseModel]) -> frozenset[str]:
     return frozenset(keys)
 
 
-class BrowserToolDto(_Dto):
-    """A browser tool the portal can run (``tools``)."""
+class _ClientToolDto(_Dto):
+    """A tool the client declares: its name must be a tool name and its schema one that
+    becomes an argument model, so a tool the model could never call is refused here."""
 
     name: str = Field(min_length=1)
-    schema_: dict[str, Any] = Field(alias="schema")
     description: str = Field(min_length=1)
+    schema_: dict[str, Any] = Field(alias="schema")
+
+    @field_validator("name")
+    @classmethod
+    def _tool_name(cls, value: str) -> str:
+        if not TOOL_NAME_RE.fullmatch(value):
+            raise ValueError("a tool name is 1 to 64 letters, digits, _ or -")
+        return value
 
     @field_validator("schema_")
     @classmethod
@@ -88,13 +99,22 @@ class BrowserToolDto(_Dto):
             raise ValueError("schema should not be empty")
         return value
 
+    @model_validator(mode="after")
+    def _usable_schema(self) -> _ClientToolDto:
+        try:
+            client_args_model(self.schema_, name=self.name)
+        except ClientSchemaError as exc:
+            raise ValueError(exc.message) from None
+        return self
 
-class AgActionDto(_Dto):
+
+class BrowserToolDto(_ClientToolDto):
+    """A browser tool the portal can run (``tools``)."""
+
+
+class AgActionDto(_ClientToolDto):
     """An AG-UI action the client can run (``agActions``)."""
 
-    name: str = Field(min_length=1)
-    description: str = Field(min_length=1)
-    schema_: dict[str, Any] = Field(alias="schema")
     has_render: StrictBool | None = None
 
 

@@ -372,6 +372,10 @@ class _ScopedMatrix:
         client = await self._check(room_id)
         return await client.send(room_id, "m.room.message", content)
 
+    async def send_event(self, room_id: str, event_type: str, content: Mapping[str, Any]) -> str:
+        client = await self._check(room_id)
+        return await client.send(room_id, event_type, content)
+
     async def get_room_state(self, room_id: str) -> list[dict[str, Any]]:
         client = await self._check(room_id)
         return await client.room_state(room_id)

@@ -7,11 +7,11 @@ and each ``tools/call`` also spends one turn from the user's ``turns`` budget, s
 does the work a turn's tool call does.
 
 The tool list is what that user's turn would bind (``OracleRuntime.user_toolset``) minus
-the meta-tools, the client's browser tools and AG-UI actions (no browser is on the other
-end), sub-agent wrappers unless ``ORACLE_MCP_EXPOSE_SUB_AGENTS=true``, denied tools, and
-tools the policy wants the user to approve: no conversation can pause for that here, so
-such a call is refused and never runs. ``readOnlyHint`` / ``destructiveHint`` come from
-each tool's ``effect``.
+the meta-tools, sub-agent wrappers unless ``ORACLE_MCP_EXPOSE_SUB_AGENTS=true``, denied
+tools, and tools the policy wants the user to approve: no conversation can pause for
+that here, so such a call is refused and never runs. ``readOnlyHint`` /
+``destructiveHint`` come from each tool's ``effect``. No client declares browser tools or
+AG-UI actions here, so the portal and AG-UI sub-agents are never built.
 
 The MCP SDK's low-level server does the protocol: the stateless 2026-07-28 revision and
 the ``initialize`` handshake of the older ones, over streamable HTTP with JSON responses.
@@ -58,8 +58,6 @@ if TYPE_CHECKING:
 __all__ = ["MCP_PATH", "McpExposure"]
 
 MCP_PATH = "/mcp"
-CLIENT_TOOLS_PLUGIN = "frontend-tools"
-"""The server's plugin binding the client's browser tools and AG-UI actions."""
 
 logger = logging.getLogger("oracle.server.mcp")
 
@@ -124,7 +122,7 @@ class McpExposure:
     # -- what a user sees ---------------------------------------------------------------
 
     def _listed(self, tool: ExposedTool) -> bool:
-        if tool.owner == CLIENT_TOOLS_PLUGIN or tool.verdict.action != "allow":
+        if tool.verdict.action != "allow":
             return False
         return self.sub_agents or not tool.sub_agent
 

@@ -10,75 +10,20 @@ is still waiting; anything else is dropped.
 from __future__ import annotations
 
 import asyncio
-import json
-import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-__all__ = [
-    "CallKind",
-    "FrontendToolError",
-    "Outcome",
-    "PendingCalls",
-    "action_outcome",
-    "browser_tool_outcome",
-]
+from oracle_core import (
+    FrontendCallError,
+    FrontendCallKind,
+    FrontendOutcome,
+    new_frontend_call_id,
+)
 
-CallKind = Literal["browser_tool", "action"]
+__all__ = ["CallKind", "PendingCalls"]
+
+CallKind = FrontendCallKind
 """``browser_tool`` calls settle on ``tool_result``; ``action`` calls on ``action_call_result``."""
-
-ACTION_FAILED = "Action failed"
-
-
-class FrontendToolError(RuntimeError):
-    """A browser tool or AG-UI action failed in the client, or no answer came in time.
-
-    The message is the client's error text (or the SRV-51 timeout text); the agent's
-    tool node turns it into the tool message the model reads.
-    """
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a client answer settles a call with: a value, or an error text."""
-
-    value: Any = None
-    error: str | None = None
-
-
-def _error_text(error: Any) -> str | None:
-    """The text of a client ``error`` field; ``None`` when the field carries no error."""
-    if error is None or error is False or error == "":
-        return None
-    if isinstance(error, str):
-        return error
-    if isinstance(error, Mapping) and isinstance(error.get("message"), str):
-        return str(error["message"])
-    return json.dumps(error, ensure_ascii=False, default=str)
-
-
-def browser_tool_outcome(data: Mapping[str, Any]) -> Outcome:
-    """The outcome of a ``tool_result {toolCallId, result?, error?}``: ``error`` wins."""
-    error = _error_text(data.get("error"))
-    if error is not None:
-        return Outcome(error=error)
-    return Outcome(value=data.get("result"))
-
-
-def action_outcome(data: Mapping[str, Any]) -> Outcome:
-    """The outcome of an ``action_call_result {sessionId, toolCallId, result, error?}``.
-
-    ``error``, or a ``result`` with ``success: false``, fails the call with
-    ``result.error``, else the ``error`` text, else ``Action failed`` (SRV-51).
-    """
-    result = data.get("result")
-    error = _error_text(data.get("error"))
-    declined = isinstance(result, Mapping) and result.get("success") is False
-    if error is None and not declined:
-        return Outcome(value=result)
-    detail = _error_text(result.get("error")) if isinstance(result, Mapping) else None
-    return Outcome(error=detail or error or ACTION_FAILED)
 
 
 @dataclass
@@ -106,7 +51,11 @@ class PendingCalls:
         return call_id in self._pending
 
     def open(
-        self, session_id: str, kind: CallKind, socket_id: str | None
+        self,
+        session_id: str,
+        kind: CallKind,
+        socket_id: str | None,
+        request_id: str | None = None,
     ) -> tuple[str, asyncio.Future[Any]]:
         """Start waiting for a new call; its id and the future of the client's value.
 
@@ -115,8 +64,12 @@ class PendingCalls:
             kind: Which result event settles it.
             socket_id: The one socket that may answer; ``None`` when the call went to
                 the session's room on other replicas, where any of its sockets may.
+            request_id: The turn's request id, part of the call id
+                (``new_frontend_call_id``).
         """
-        call_id = uuid.uuid4().hex
+        call_id = new_frontend_call_id(kind, request_id)
+        while call_id in self._pending:
+            call_id = new_frontend_call_id(kind, request_id)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = _Pending(session_id, kind, socket_id, future)
         return call_id, future
@@ -134,7 +87,7 @@ class PendingCalls:
         session_id: str,
         kind: CallKind,
         socket_id: str | None,
-        outcome: Outcome,
+        outcome: FrontendOutcome,
     ) -> bool:
         """Settle a waiting call; ``False`` (and nothing happens) when the answer is dropped.
 
@@ -159,7 +112,7 @@ class PendingCalls:
         ):
             return False
         if outcome.error is not None:
-            pending.future.set_exception(FrontendToolError(outcome.error))
+            pending.future.set_exception(FrontendCallError(outcome.error))
         else:
             pending.future.set_result(outcome.value)
         return True
@@ -168,10 +121,12 @@ class PendingCalls:
         """Fail the calls waiting for ``socket_id`` with ``reason`` (it disconnected)."""
         for pending in self._pending.values():
             if pending.socket_id == socket_id and not pending.future.done():
-                pending.future.set_exception(FrontendToolError(reason))
+                pending.future.set_exception(FrontendCallError(reason, code="ws.client_gone"))
 
     def fail_all(self, reason: str) -> None:
         """Fail every waiting call with ``reason`` (shutdown)."""
         for pending in self._pending.values():
             if not pending.future.done():
-                pending.future.set_exception(FrontendToolError(reason))
+                pending.future.set_exception(
+                    FrontendCallError(reason, code="frontend.shutting_down")
+                )

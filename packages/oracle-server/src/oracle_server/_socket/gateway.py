@@ -30,21 +30,23 @@ from urllib.parse import parse_qs
 import socketio  # type: ignore[import-untyped]
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from oracle_core import OracleEvent
+from oracle_core import (
+    FrontendAccessor,
+    FrontendCallError,
+    FrontendCallKind,
+    OracleEvent,
+    SessionInfo,
+    UserInfo,
+    frontend_outcome,
+)
+from oracle_core._frontend import UNKNOWN_OUTCOME, no_client_error, timeout_error
 from oracle_server._auth.authenticator import Authenticator
 from oracle_server._errors import HTTPError
 from oracle_server._http.ratelimit import RateLimiter
 from oracle_server._persistence import Sessions
 from oracle_server._replicas.base import ReplicaBus
 from oracle_server._settings import ServerSettings
-from oracle_server._socket.calls import (
-    CallKind,
-    FrontendToolError,
-    Outcome,
-    PendingCalls,
-    action_outcome,
-    browser_tool_outcome,
-)
+from oracle_server._socket.calls import CallKind, PendingCalls
 from oracle_server._socket.protocol import (
     CLIENT_EVENTS,
     SERVER_EVENTS,
@@ -60,7 +62,6 @@ __all__ = [
     "MAX_FRAME_BYTES",
     "SOCKETIO_CHANNEL",
     "SOCKETIO_PATH",
-    "FrontendToolError",
     "SocketGateway",
 ]
 
@@ -73,15 +74,6 @@ prefixed, and deployments may share a Redis)."""
 MAX_FRAME_BYTES = 1024 * 1024
 REFUSED = "unauthorized"
 SHUTTING_DOWN = "Server shutting down"
-UNKNOWN_OUTCOME = (
-    "Outcome unknown: the client may or may not have run it. Do not call it again unless "
-    "the user asks; tell the user instead."
-)
-CALL_LABELS: dict[CallKind, str] = {"browser_tool": "Browser tool", "action": "AG-UI action"}
-OUTCOMES: dict[str, Callable[[Mapping[str, Any]], Outcome]] = {
-    "browser_tool": browser_tool_outcome,
-    "action": action_outcome,
-}
 
 SessionIdleHandler = Callable[[str, str], Awaitable[None] | None]
 """``(session_id, user_did)``, called when the last socket of a session disconnects."""
@@ -307,7 +299,7 @@ class SocketGateway:
             timeout_ms: Defaults to ``FRONTEND_TOOL_TIMEOUT_MS``.
 
         Raises:
-            FrontendToolError: the client answered with ``error`` (its text); no socket of
+            FrontendCallError: the client answered with ``error`` (its text); no socket of
                 the session is connected (``ws.no_client``, at once); the socket left
                 before it answered (``ws.client_gone``); or no answer came in time
                 (``Browser tool timeout after <ms>ms: <toolName>``, and that the outcome
@@ -339,7 +331,7 @@ class SocketGateway:
         the id are chosen as for :meth:`call_browser_tool`.
 
         Raises:
-            FrontendToolError: ``error`` or ``result.success === false`` (``result.error``,
+            FrontendCallError: ``error`` or ``result.success === false`` (``result.error``,
                 else the error text, else ``Action failed``); ``ws.no_client`` or
                 ``ws.client_gone``; or no answer in time (``AG-UI action timeout after
                 <ms>ms: <toolName>``, and that the outcome is unknown).
@@ -353,6 +345,14 @@ class SocketGateway:
             timeout_ms=timeout_ms,
         )
 
+    def for_session(self, user: UserInfo, session: SessionInfo) -> FrontendAccessor:
+        """``rt_ctx.frontend`` for a turn of ``session`` (the server's ``FrontendService``).
+
+        Calls go to the socket the turn names (``session.ws_id``), else the socket its
+        earlier calls went to, else the session's newest socket.
+        """
+        return _SessionFrontend(self, session)
+
     async def _round_trip(
         self,
         kind: CallKind,
@@ -363,18 +363,14 @@ class SocketGateway:
         socket_id: str | None,
         timeout_ms: int | None,
     ) -> Any:
-        label, tool_name = CALL_LABELS[kind], fields["toolName"]
+        tool_name = fields["toolName"]
         if self._closed:
-            raise FrontendToolError(SHUTTING_DOWN)
+            raise FrontendCallError(SHUTTING_DOWN, code="frontend.shutting_down")
         target = self._rooms.target(session_id, request_id=request_id, socket_id=socket_id)
         if target is None and not self._shared_rooms:
-            noun = "browser tool" if kind == "browser_tool" else label
-            raise FrontendToolError(
-                f"ws.no_client: no client of this session is connected, so the "
-                f"{noun} {tool_name!r} did not run."
-            )
+            raise no_client_error(kind, tool_name)
         limit = timeout_ms or self.settings.frontend_tool_timeout_ms
-        call_id, future = self._pending.open(session_id, kind, target)
+        call_id, future = self._pending.open(session_id, kind, target, request_id)
         payload = {"sessionId": session_id, "requestId": call_id, "toolCallId": call_id, **fields}
         event = "browser_tool_call" if kind == "browser_tool" else "action_call"
         try:
@@ -385,9 +381,7 @@ class SocketGateway:
                 await self.sio.emit(event, payload, to=target, ignore_queue=True)
             return await asyncio.wait_for(future, limit / 1000)
         except TimeoutError:
-            raise FrontendToolError(
-                f"{label} timeout after {limit}ms: {tool_name}. {UNKNOWN_OUTCOME}"
-            ) from None
+            raise timeout_error(kind, tool_name, limit) from None
         finally:
             self._pending.close(call_id)
 
@@ -523,25 +517,23 @@ class SocketGateway:
         )
 
     async def _on_tool_result(self, sid: str, data: Any = None) -> None:
-        self._settle(sid, data, "browser_tool", browser_tool_outcome)
+        self._settle(sid, data, "browser_tool")
 
     async def _on_action_call_result(self, sid: str, data: Any = None) -> None:
-        self._settle(sid, data, "action", action_outcome)
+        self._settle(sid, data, "action")
 
-    def _settle(
-        self,
-        sid: str,
-        data: Any,
-        kind: CallKind,
-        outcome: Callable[[Mapping[str, Any]], Outcome],
-    ) -> None:
+    def _settle(self, sid: str, data: Any, kind: CallKind) -> None:
         bound = self._sockets.get(sid)
         call_id = data.get("toolCallId") if isinstance(data, Mapping) else None
         if bound is None or not isinstance(call_id, str):
             return
         assert isinstance(data, Mapping)
         settled = self._pending.settle(
-            call_id, session_id=bound.session_id, kind=kind, socket_id=sid, outcome=outcome(data)
+            call_id,
+            session_id=bound.session_id,
+            kind=kind,
+            socket_id=sid,
+            outcome=frontend_outcome(kind, data),
         )
         if settled:
             return
@@ -555,15 +547,46 @@ class SocketGateway:
         self, kind: str, session_id: str, call_id: str, data: Mapping[str, Any]
     ) -> bool:
         """Settle a call waiting here with a result that a socket on another replica got."""
-        outcome = OUTCOMES.get(kind)
-        if outcome is None:
+        if kind not in ("browser_tool", "action"):
             return False
         return self._pending.settle(
             call_id,
             session_id=session_id,
             kind=cast(CallKind, kind),
             socket_id=None,
-            outcome=outcome(data),
+            outcome=frontend_outcome(cast(CallKind, kind), data),
+        )
+
+
+class _SessionFrontend:
+    """One turn's frontend calls through the gateway (``FrontendAccessor``)."""
+
+    def __init__(self, gateway: SocketGateway, session: SessionInfo) -> None:
+        self._gateway = gateway
+        self._session = session
+
+    async def call(
+        self,
+        kind: FrontendCallKind,
+        name: str,
+        args: Mapping[str, Any],
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the wait for the client, passed on
+    ) -> Any:
+        gateway, session = self._gateway, self._session
+        if kind == "browser_tool":
+            run = gateway.call_browser_tool
+        elif kind == "action":
+            run = gateway.call_action
+        else:
+            raise ValueError(f"unknown frontend call kind {kind!r}")
+        return await run(
+            session.id,
+            name,
+            args,
+            request_id=session.request_id,
+            socket_id=session.ws_id,
+            timeout_ms=None if timeout is None else max(1, round(timeout * 1000)),
         )
 
 

@@ -4,7 +4,8 @@ client's parsers, and the handles that integration tests and benchmarks measure.
 Doubles and servers:
 
 - `OpenAIDouble`: a scripted OpenAI chat-completions server (JSON, SSE streaming, tool
-  calls) to use as the oracle's model through ``LLM_PROVIDER=openai-compatible``.
+  calls) to use as the oracle's model through ``LLM_PROVIDER=openai-compatible``;
+  `delegating(...)` scripts a turn that hands a task to a sub-agent.
 - `BlocksyncDouble`: Blocksync's GraphQL endpoint serving ``did:ixo`` documents.
 - `LoopbackServer`: any Starlette app served by Hypercorn on ``127.0.0.1``.
 - `Synapse`: a real Matrix homeserver from PyPI in a cached virtual environment;
@@ -94,6 +95,7 @@ from oracle_server.testing._openai_double import (
     Paced,
     Step,
     ToolCalls,
+    delegating,
 )
 from oracle_server.testing._plugins import Announcer, CityArgs, ClockPlugin, WeatherPlugin
 from oracle_server.testing._proxy import TcpProxy
@@ -186,6 +188,7 @@ __all__ = [
     "backup_key",
     "commit_upload",
     "connected_workers",
+    "delegating",
     "ensure_synapse_venv",
     "eventually",
     "follow_run",

@@ -34,7 +34,7 @@ from starlette.routing import Route
 from oracle_core.testing import mark_sensitive
 from oracle_server.testing._loopback import LoopbackServer
 
-__all__ = ["ChatRequest", "OpenAIDouble", "Paced", "Step", "ToolCalls"]
+__all__ = ["ChatRequest", "OpenAIDouble", "Paced", "Step", "ToolCalls", "delegating"]
 
 _logger = logging.getLogger("oracle_server.testing._openai_double")
 
@@ -54,6 +54,28 @@ class ToolCalls:
     calls: list[tuple[str, dict[str, Any]]]
     text: str = ""
     ids: tuple[str, ...] = ()
+
+
+def delegating(
+    capability: str,
+    agent: str,
+    inner: ToolCalls,
+    inner_reply: str,
+    reply: str,
+    *,
+    task: str = "Do what the user asked.",
+) -> list[Step]:
+    """The steps of a turn that loads ``capability``, hands ``task`` to its sub-agent
+    tool ``agent``, whose model makes the ``inner`` calls and answers ``inner_reply``,
+    then answers ``reply``. The load and delegation calls have the ids ``load_1`` and
+    ``agent_1``; ``inner`` keeps its own (``call_1``… by default)."""
+    return [
+        ToolCalls([("load_capability", {"names": [capability]})], ids=("load_1",)),
+        ToolCalls([(agent, {"task": task})], ids=("agent_1",)),
+        inner,
+        inner_reply,
+        reply,
+    ]
 
 
 @dataclass(frozen=True)

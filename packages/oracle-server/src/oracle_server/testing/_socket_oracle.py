@@ -235,6 +235,15 @@ class RunningOracle:
         self.node_clients.append(client)
         return client
 
+    def tool_result(self, call_id: str) -> str:
+        """The content of the tool message answering ``call_id``, as the model got it
+        (from the main agent's requests or a sub-agent's)."""
+        for request in self.double.requests:
+            for message in request.messages:
+                if message.get("role") == "tool" and message.get("tool_call_id") == call_id:
+                    return str(message["content"])
+        raise AssertionError(f"no request held the result of {call_id!r}")
+
     def second_request_tool_message(self) -> str:
         """The content of the tool message in the model's second request."""
         assert len(self.double.requests) >= 2, len(self.double.requests)
