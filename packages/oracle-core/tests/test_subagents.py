@@ -547,3 +547,59 @@ async def test_cancelling_the_turn_cancels_a_running_sub_agent() -> None:
     # Cancellation is not turned into an "Error running" message nor retried.
     assert len(recorder.contexts) == 1
     assert len(model.calls) == 1
+
+
+# --- plugin middleware in sub-agents --------------------------------------------------
+
+
+class CountModelCalls(AgentMiddleware[AgentState[Any], Any]):
+    """Counts the model calls it sees, by the agent's system prompt."""
+
+    def __init__(self, *, reaches: bool) -> None:
+        super().__init__()
+        self.reaches_sub_agents = reaches
+        self.seen: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return "count-everywhere" if self.reaches_sub_agents else "count-main"
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        self.seen.append(str(request.system_prompt or "")[:20])
+        return await handler(request)
+
+
+class Metering(OraclePlugin):
+    """A plugin with one middleware that reaches sub-agents and one that does not."""
+
+    name = "metering"
+    version = "1"
+    manifest = PluginManifest(
+        title="Metering", summary="Meters.", when_to_use=["never"], visibility="silent"
+    )
+
+    def __init__(self) -> None:
+        self.everywhere = CountModelCalls(reaches=True)
+        self.main_only = CountModelCalls(reaches=False)
+
+    def get_middlewares(self, ctx: PluginContext[Any]) -> list[Any]:
+        return [self.everywhere, self.main_only]
+
+
+async def test_middleware_that_declares_it_also_runs_in_sub_agents() -> None:
+    metering = Metering()
+    sub_model = ScriptedChatModel(
+        [call_tool("inner_search", {"query": "tides"}, id="in1"), "Two a day."], strict=True
+    )
+    model = ScriptedChatModel([delegate(), "Two highs a day."], strict=True)
+    async with await create_test_runtime(
+        plugins=[ResearchPlugin(), metering], model=model, models={"subagent": sub_model}
+    ) as runtime:
+        result = await runtime.run_turn("How often are tides?")
+
+    assert result.text == "Two highs a day."
+    sub_calls = [p for p in metering.everywhere.seen if p.startswith("You research things")]
+    assert len(metering.everywhere.seen) == 4
+    assert len(sub_calls) == 2
+    assert len(metering.main_only.seen) == 2
+    assert not any(p.startswith("You research things") for p in metering.main_only.seen)

@@ -68,6 +68,15 @@ from oracle_core._frontend import (
     new_frontend_call_id,
 )
 from oracle_core._hooks import MainAgentHooks, RouterInput
+from oracle_core._kv import (
+    KeyValueAccessor,
+    KeyValueService,
+    KvBackend,
+    KvLimits,
+    KvQuotaError,
+    KvWrite,
+    SqliteKvBackend,
+)
 from oracle_core._manifest import (
     Category,
     ManifestBackends,
@@ -230,6 +239,12 @@ __all__ = [
     "HistorySummary",
     "InMemoryBlobStore",
     "InMemoryCheckpointers",
+    "KeyValueAccessor",
+    "KeyValueService",
+    "KvBackend",
+    "KvLimits",
+    "KvQuotaError",
+    "KvWrite",
     "LLMAccessor",
     "LexicalCapabilityRouter",
     "LocalFrontendService",
@@ -286,6 +301,7 @@ __all__ = [
     "SharedState",
     "SoftDependencyGap",
     "SqliteCheckpointers",
+    "SqliteKvBackend",
     "Stability",
     "SystemPrompt",
     "ToolApprovalMiddleware",

@@ -202,6 +202,7 @@ class AgentBuilder:
             frontend=LoggedFrontend(
                 services.frontend.for_session(turn.user, turn.session), matrix, turn.session
             ),
+            kv=None if services.kv is None else services.kv.for_user(turn.user),
             ucan=services.ucan.for_user(turn.user),
             llm=services.llm,
             emit=Emitter(services.events, turn.session, turn.user.did),
@@ -521,6 +522,7 @@ class AgentBuilder:
                         date_line=day,
                         windows=rt.composed.core.context_windows(),
                         logger=logger,
+                        shared_middleware=rt.sub_agent_middleware,
                     )
                 )
         return self._binding(entry, plugin_tools, adapters)

@@ -45,6 +45,7 @@ class BootedPlugin:
     sub_agents: list[PluginSubAgent] = field(default_factory=list)
     capabilities: list[PluginCapability] = field(default_factory=list)
     middlewares: list[Any] = field(default_factory=list)
+    sub_agent_middlewares: list[Any] = field(default_factory=list)
     boot_failures: list[str] = field(default_factory=list)
 
     @property
@@ -282,6 +283,11 @@ async def _warm_middlewares(
         check_plugin_middleware(entry.name, mw)
     registries.add_middlewares(entry.name, middlewares)
     entry.middlewares = [wrap_plugin_middleware(entry.name, mw) for mw in middlewares]
+    entry.sub_agent_middlewares = [
+        wrapped
+        for wrapped, mw in zip(entry.middlewares, middlewares, strict=True)
+        if getattr(mw, "reaches_sub_agents", False) is True
+    ]
 
 
 async def _auth_excluded_routes(entry: BootedPlugin, caller: HookCaller) -> list[AuthExcludedRoute]:

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from typing_extensions import TypeVar
 
 from oracle_core._frontend import FrontendAccessor
+from oracle_core._kv import KeyValueAccessor
 from oracle_core._policy import ToolPolicy
 from oracle_core._services import (
     BlobStore,
@@ -286,6 +287,7 @@ class RuntimeContext(PluginContext[ConfigT]):
     blob_store: BlobStore | None = None
     matrix: MatrixAccessor | None = None
     frontend: FrontendAccessor | None = None
+    kv: KeyValueAccessor | None = None
     ucan: UcanAccessor | None = None
     llm: LLMAccessor | None = None
     emit: Emitter | None = None
@@ -325,6 +327,7 @@ class RuntimeContext(PluginContext[ConfigT]):
         return dataclasses.replace(
             scoped,
             plugin_name=name,
+            kv=None if self.kv is None else self.kv.scoped(name),
             plugin_config=self._scope.plugin_configs.get(name),
             logger=self._scope.base_logger.getChild(f"plugin.{name}"),
         )

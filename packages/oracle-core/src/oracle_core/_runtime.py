@@ -50,6 +50,7 @@ from oracle_core._discovery import discover_plugins
 from oracle_core._errors import OracleBootError
 from oracle_core._hookcall import MISSING, HookCaller
 from oracle_core._hooks import MainAgentHooks
+from oracle_core._kv import KeyValueService, SqliteKvBackend
 from oracle_core._middleware.chain import fold_wrap_only
 from oracle_core._plugin import OraclePlugin, check_plugin_object
 from oracle_core._policy import ToolPolicy
@@ -168,6 +169,8 @@ class OracleRuntime:
     always_plugins: frozenset[str]
     available_plugins: frozenset[str]
     plugin_middleware: list[Any]
+    sub_agent_middleware: list[Any]
+    """Plugin middleware that also run in every sub-agent (``reaches_sub_agents``)."""
     framework_middleware: list[Any]
     framework_chain: list[Any]
     tool_policy: ToolPolicy
@@ -426,6 +429,7 @@ class OracleRuntime:
         self.registries.freeze()
         self._adapt_boot_tools()
         self.plugin_middleware = [m for b in self.booted for m in b.middlewares]
+        self.sub_agent_middleware = [m for b in self.booted for m in b.sub_agent_middlewares]
         self.framework_middleware = self._framework_middleware()
         self.framework_chain = fold_wrap_only(self.framework_middleware)
         self.tier1_tokens_estimate = check_capability_budget(self.booted, logger)
@@ -522,6 +526,8 @@ class OracleRuntime:
 
     def _local_services(self) -> AmbientServices:
         core = self.composed.core
+        kv = KeyValueService(SqliteKvBackend(os.path.join(core.sqlite_path, "plugin_kv.db")))
+        self._stack.push_async_callback(kv.aclose)
         return AmbientServices(
             secrets=LocalSecretsService(),
             blob_store=InMemoryBlobStore(),
@@ -529,6 +535,7 @@ class OracleRuntime:
             ucan=PermissiveUcanService(),
             events=LoggingEventSink(self.logger.getChild("events")),
             llm=ProviderLLM(core),
+            kv=kv,
         )
 
     def _default_hooks(self) -> MainAgentHooks:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from oracle_core._errors import CapabilityDeniedError, NotConfiguredError
 from oracle_core._frontend import FrontendService, LocalFrontendService
+from oracle_core._kv import KeyValueService
 from oracle_ucan import ability_covers, resource_covers
 
 if TYPE_CHECKING:
@@ -489,7 +490,8 @@ class AmbientServices:
     """The services every request can reach (CORE-43, CORE-49).
 
     ``frontend`` runs browser tools and AG-UI actions in the session's client; the
-    local default has no client attached until one is.
+    local default has no client attached until one is. ``kv`` is the plugins' per-user
+    key-value store (``None``: plugins get no ``rt_ctx.kv``).
     """
 
     secrets: SecretsService
@@ -499,3 +501,4 @@ class AmbientServices:
     events: EventSink
     llm: LLMAccessor
     frontend: FrontendService = field(default_factory=LocalFrontendService)
+    kv: KeyValueService | None = None

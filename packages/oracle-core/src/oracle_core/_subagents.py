@@ -120,6 +120,7 @@ class SubAgentToolAdapter(BaseTool):
     windows: dict[str, int] = Field(default_factory=dict)
     title: str | None = None
     logger: Any = None
+    shared_middleware: list[Any] = Field(default_factory=list)
 
     @classmethod
     def build(
@@ -132,12 +133,15 @@ class SubAgentToolAdapter(BaseTool):
         logger: logging.Logger,
         date_line: str = "",
         windows: Mapping[str, int] | None = None,
+        shared_middleware: Sequence[Any] = (),
     ) -> SubAgentToolAdapter:
         """The tool for ``resolved``, description prefixed with the plugin title.
 
         ``date_line`` goes in the sub-agent's system prompt and ``time_line`` in a note on
         its task (``current-time``), as for the main agent. ``windows`` are the
         ``LLM_CONTEXT_WINDOWS`` overrides its history is condensed against.
+        ``shared_middleware`` are the plugins' middleware that declare
+        ``reaches_sub_agents``: they run in the sub-agent before its own.
         """
         return cls(
             name=resolved.spec.tool_name,
@@ -149,6 +153,7 @@ class SubAgentToolAdapter(BaseTool):
             windows=dict(windows or {}),
             title=title,
             logger=logger,
+            shared_middleware=list(shared_middleware),
         )
 
     def _to_args_and_kwargs(
@@ -239,6 +244,7 @@ class SubAgentToolAdapter(BaseTool):
             ToolValidationMiddleware(),
             EffectAwareToolRetryMiddleware(index),
         ]
+        middleware += self.shared_middleware
         middleware += [wrap_plugin_middleware(resolved.owner, m) for m in spec.middlewares]
         middleware.append(CurrentTimeMiddleware(self.time_line or None))
         window = context_window(spec.model, model, self.windows)

@@ -115,7 +115,10 @@ def get_middlewares(ctx: PluginContext[Any]) -> list[AgentMiddleware[Any, Any]]:
     Receives: ``ctx``.
 
     Returns: middleware in the order they should run. Node hooks may only return
-    ``None`` or ``{"jump_to": "end"}``; no ``tools``, no extra ``state_schema``.
+    ``None`` or ``{"jump_to": "end"}``; no ``tools``, no extra ``state_schema``. A
+    middleware whose ``reaches_sub_agents`` attribute is ``True`` (a per-model-call
+    limiter, a policy) also runs in every sub-agent, after the framework's tool checks
+    and before the sub-agent's own middleware.
 
     If it raises: logged; none of this plugin's middleware are registered.
     """

@@ -31,6 +31,7 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -45,6 +46,9 @@ from oracle_core import (
     EventSink,
     FeatureValue,
     FrontendService,
+    KeyValueService,
+    KvBackend,
+    KvLimits,
     LocalSecretsService,
     MainAgentHooks,
     MatrixService,
@@ -54,6 +58,7 @@ from oracle_core import (
     OracleRuntime,
     PermissiveUcanService,
     ProviderLLM,
+    SqliteKvBackend,
     UcanService,
     UnavailableMatrixService,
     create_runtime,
@@ -449,8 +454,11 @@ async def boot_runtime(
         else IxoUcanService(oracle_did=oracle_did, signer=key, reauth=reauth)
     )
 
+    kv = plugin_kv(settings)
+    stack.push_async_callback(_closing("the plugins' key-value store", kv.aclose))
     services = functools.partial(
         server_services,
+        kv=kv,
         blob_store=persistence.storage.blobs,
         matrix=matrix.service() if matrix is not None else UnavailableMatrixService(),
         ucan=ucan,
@@ -578,6 +586,7 @@ def server_services(
     ucan: UcanService,
     events: EventSink,
     frontend: FrontendService,
+    kv: KeyValueService | None = None,
 ) -> AmbientServices:
     """The services every request reaches (CORE-43): the models come from the core
     environment the runtime validated."""
@@ -589,7 +598,28 @@ def server_services(
         events=events,
         llm=ProviderLLM(core),
         frontend=frontend,
+        kv=kv,
     )
+
+
+def plugin_kv(settings: ServerSettings) -> KeyValueService:
+    """``rt_ctx.kv``: on Redis with ``REDIS_URL`` (shared by the replicas), else in a
+    SQLite file under ``SQLITE_DATABASE_PATH``; capped by ``KV_MAX_KEYS_PER_USER`` and
+    ``KV_MAX_BYTES_PER_USER``."""
+    limits = KvLimits(
+        max_keys=settings.kv_max_keys_per_user,
+        max_bytes=settings.kv_max_bytes_per_user,
+        max_value_bytes=min(KvLimits().max_value_bytes, settings.kv_max_bytes_per_user),
+    )
+    backend: KvBackend
+    if settings.redis_url:
+        from oracle_server._persistence.kv_redis import RedisKvBackend
+        from oracle_server._redis import redis_client
+
+        backend = RedisKvBackend(redis_client(settings.redis_url))
+    else:
+        backend = SqliteKvBackend(Path(settings.sqlite_path) / "plugin_kv.db")
+    return KeyValueService(backend, limits=limits)
 
 
 async def prompt_reauthorisation(

@@ -107,6 +107,8 @@ class ServerSettings(CoreEnv):
     throttle_read_limit: int | None = Field(None, alias="THROTTLE_READ_LIMIT", ge=1)
     throttle_ttl_seconds: int = Field(60, alias="THROTTLE_TTL_SECONDS", ge=1)
     frontend_tool_timeout_ms: int = Field(15000, alias="FRONTEND_TOOL_TIMEOUT_MS", ge=1)
+    kv_max_keys_per_user: int = Field(1000, alias="KV_MAX_KEYS_PER_USER", ge=1)
+    kv_max_bytes_per_user: int = Field(1024 * 1024, alias="KV_MAX_BYTES_PER_USER", ge=1024)
     socket_handshake_limit: int = Field(30, alias="SOCKET_HANDSHAKE_LIMIT", ge=1)
     socket_handshake_window_seconds: int = Field(60, alias="SOCKET_HANDSHAKE_WINDOW_SECONDS", ge=1)
     shutdown_drain_seconds: int = Field(25, alias="SHUTDOWN_DRAIN_SECONDS", ge=0)

@@ -22,6 +22,7 @@ from oracle_core._config import OracleConfig, load_oracle_config
 from oracle_core._context import RuntimeContext, SessionInfo, UserInfo
 from oracle_core._frontend import LocalFrontendService
 from oracle_core._hooks import MainAgentHooks
+from oracle_core._kv import KeyValueService, KvLimits, SqliteKvBackend
 from oracle_core._manifest import PluginManifest, validate_manifest
 from oracle_core._plugin import OraclePlugin
 from oracle_core._resolution import FeatureValue, PluginStatusReport
@@ -244,8 +245,10 @@ class TestRuntime:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the runtime (exits plugin lifespans)."""
+        """Close the runtime (exits plugin lifespans) and the in-memory key-value store."""
         await self.runtime.aclose()
+        if self.runtime.ambient.kv is not None:
+            await self.runtime.ambient.kv.aclose()
 
     def status(self) -> PluginStatusReport:
         """``runtime.plugins.status()``."""
@@ -548,6 +551,7 @@ async def create_test_runtime(
     hooks: MainAgentHooks | None = None,
     include_discovered: bool = False,
     oracle: OracleConfig | Mapping[str, Any] | None = None,
+    kv_limits: KvLimits | None = None,
 ) -> TestRuntime:
     """Boot ``plugins`` through the real pipeline on the ``local`` backend (CORE-92).
 
@@ -569,6 +573,7 @@ async def create_test_runtime(
         hooks: Host hooks; the checkpointer defaults to an in-memory one per user.
         include_discovered: Also load ``oracle.plugins`` entry points.
         oracle: The oracle's identity (default ``Test Oracle``).
+        kv_limits: The caps of ``rt_ctx.kv`` (an in-memory SQLite store).
     """
     default_model = model or ScriptedChatModel()
     events = RecordingEventSink()
@@ -583,6 +588,7 @@ async def create_test_runtime(
         events=events,
         llm=_RoleModels(default_model, models or {}),
         frontend=frontend,
+        kv=KeyValueService(SqliteKvBackend(":memory:"), limits=kv_limits or KvLimits()),
     )
     checkpointers = InMemoryCheckpointers()
     base_hooks = MainAgentHooks(checkpointer_for_user=checkpointers)
