@@ -28,6 +28,7 @@ SPEC_TABLE: dict[str, tuple[str, ...]] = {
     "lifespan": ("ctx",),
     "get_turn_state": ("rt_ctx",),
     "get_prompt_blocks": ("rt_ctx",),
+    "on_session_event": ("event", "rt_ctx"),
 }
 
 DOC_LABELS = ("When", "Receives", "Returns", "If it raises")

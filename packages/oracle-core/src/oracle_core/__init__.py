@@ -162,6 +162,7 @@ from oracle_core._services import (
     UcanService,
     UnavailableMatrixService,
 )
+from oracle_core._session_events import SESSION_EVENT_KINDS, SessionEvent, SessionEventKind
 from oracle_core._sqlite_connection import PooledConnection, connect_sqlite
 from oracle_core._sqlite_saver import MessageStoreSqliteSaver
 from oracle_core._state import MESSAGES_SNAPSHOT_FREQUENCY, MainAgentState, ReadonlyState
@@ -196,6 +197,7 @@ __all__ = [
     "RESERVED_MIDDLEWARE_NAMES",
     "ROUTE_RUNTIME_APP_STATE",
     "ROUTE_USER_SCOPE_STATE",
+    "SESSION_EVENT_KINDS",
     "AbortSignal",
     "Accessor",
     "AmbientServices",
@@ -297,6 +299,8 @@ __all__ = [
     "SecretsAccessor",
     "SecretsService",
     "ServiceUnavailableError",
+    "SessionEvent",
+    "SessionEventKind",
     "SessionInfo",
     "SharedState",
     "SoftDependencyGap",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -74,6 +75,7 @@ from oracle_core._services import (
     PermissiveUcanService,
     UnavailableMatrixService,
 )
+from oracle_core._session_events import SessionEvent
 from oracle_core._tool_adapter import PluginToolAdapter
 from oracle_core._tools import PluginTool
 from oracle_core._toolset import UserToolset, tool_call_wrapper
@@ -339,6 +341,37 @@ class OracleRuntime:
         shared = SharedState(self.registries.shared_state, None, self.logger)
         ctx = self._builder._base_context(turn, {}, self.always_plugins, shared)
         return ctx.for_plugin(plugin) if plugin else ctx
+
+    async def session_event(self, event: SessionEvent, *, hook_seconds: float = 10.0) -> None:
+        """Tell every plugin implementing ``on_session_event`` about ``event``.
+
+        The hooks run concurrently, each with a context of the event's user and session
+        scoped to it; one that raises or outlasts ``hook_seconds`` is logged (the code
+        only, never the session's content) and the others go on.
+        """
+        if self._closed:
+            return
+        names = [b.name for b in self.booted if self.caller.implements(b.name, "on_session_event")]
+        if not names:
+            return
+        ctx = self.request_context(
+            UserInfo(did=event.user_did), session=SessionInfo(id=event.session_id)
+        )
+
+        async def run(name: str) -> None:
+            try:
+                await asyncio.wait_for(
+                    self.caller.call(
+                        name, "on_session_event", event=event, rt_ctx=ctx.for_plugin(name)
+                    ),
+                    hook_seconds,
+                )
+            except Exception as exc:
+                self.logger.warning(
+                    "session.event_hook_failed: %s of %s: %s", event.kind, name, type(exc).__name__
+                )
+
+        await asyncio.gather(*(run(name) for name in names))
 
     async def run_turn(self, turn: TurnRequest) -> dict[str, Any]:
         """Build and invoke the agent for ``turn``; returns the final state."""

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from oracle_core._context import Accessor, PluginContext, RuntimeContext
     from oracle_core._registries import AuthExcludedRoute
+    from oracle_core._session_events import SessionEvent
     from oracle_core._tools import PluginCapability, PluginSubAgent, PluginTool
 
 PROJECT_NAME = "oracle"
@@ -247,4 +248,26 @@ def get_prompt_blocks(rt_ctx: RuntimeContext[Any]) -> Mapping[str, str]:  # type
     plugins fill one slot the later in topological order wins, with a warning.
 
     If it raises: logged; skipped for this build; listed as degraded.
+    """
+
+
+# --- events ---------------------------------------------------------------------------
+
+
+@hookspec
+def on_session_event(event: SessionEvent, rt_ctx: RuntimeContext[Any]) -> None:
+    """React to a session of a user being created, titled or deleted.
+
+    When: after the host created the session, gave it a title (after its first turn) or
+    deleted it; the host waits for the hooks (at most 10 s), so keep it short and start
+    slow work in the background.
+
+    Receives: ``event`` (``SessionEvent``: ``kind``, ``session_id``, ``user_did``,
+    ``title``; for ``session.deleted`` the thread's ``messages`` as they were before it
+    was deleted) and ``rt_ctx``, a ``RuntimeContext`` of that user and session, scoped
+    to the plugin.
+
+    Returns: nothing.
+
+    If it raises: logged; the other plugins still hear of the event.
     """

@@ -14,8 +14,16 @@ from typing import Any
 
 import httpx
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage
 
-from oracle_core import OraclePlugin, PluginSubAgent, RuntimeContext, UcanAccessor, UserInfo
+from oracle_core import (
+    OraclePlugin,
+    PluginSubAgent,
+    RuntimeContext,
+    SessionEvent,
+    UcanAccessor,
+    UserInfo,
+)
 from oracle_core.testing import ScriptedChatModel, TestRuntime, call_tool, reply
 from oracle_plugins.memory import MemoryPlugin
 from oracle_plugins.memory.testing import MemoryEngineDouble
@@ -269,6 +277,58 @@ async def test_ingestion_can_be_turned_off(
     async with remote_runtime(model=ScriptedChatModel(["ok"])) as rt:
         [booted] = [b for b in rt.runtime.booted if b.name == "memory"]
         assert [m.name for m in booted.middlewares] == ["memory-history-ingestion"]
+
+
+async def test_a_deleted_session_sends_only_the_turns_never_sent(
+    engine: MemoryEngineDouble, remote_runtime: RuntimeFactory
+) -> None:
+    plugin = MemoryPlugin()
+    model = ScriptedChatModel([reply("Noted, Lisbon it is.")])
+    async with remote_runtime(plugin, model=model) as rt:
+        await rt.run_turn("I moved to Lisbon")
+        await asyncio.wait_for(engine.ingested_event.wait(), timeout=5)
+        await plugin._ingestion.drain()
+        thread = await rt.runtime.thread_messages(rt.user.did, rt.session.id)
+        # A turn the per-turn ingestion never sent (it failed, or was aborted).
+        missed = (HumanMessage("I also speak Portuguese", id="h-missed"), AIMessage("Ótimo!"))
+        event = SessionEvent(
+            "session.deleted", rt.session.id, rt.user.did, messages=(*thread, *missed)
+        )
+        await rt.runtime.session_event(event)
+        await plugin._ingestion.drain()
+
+    assert [p["messages"] for p in engine.ingested] == [
+        [
+            {"content": "I moved to Lisbon", "role_type": "user", "name": rt.user.did},
+            {"content": "Noted, Lisbon it is.", "role_type": "assistant", "name": "Test Oracle"},
+        ],
+        [
+            {"content": "I also speak Portuguese", "role_type": "user", "name": rt.user.did},
+            {"content": "Ótimo!", "role_type": "assistant", "name": "Test Oracle"},
+        ],
+    ]
+
+
+async def test_without_per_turn_ingestion_a_deleted_session_sends_its_whole_history(
+    engine: MemoryEngineDouble, remote_runtime: RuntimeFactory
+) -> None:
+    plugin = MemoryPlugin(ingest_history=False)
+    async with remote_runtime(plugin, model=ScriptedChatModel(["Hello!", "Bye!"])) as rt:
+        await rt.run_turn("Hi")
+        await rt.run_turn("Goodbye")
+        thread = await rt.runtime.thread_messages(rt.user.did, rt.session.id)
+        await rt.runtime.session_event(
+            SessionEvent("session.deleted", rt.session.id, rt.user.did, messages=tuple(thread))
+        )
+        await plugin._ingestion.drain()
+
+    [posted] = engine.ingested
+    assert [(m["role_type"], m["content"]) for m in posted["messages"]] == [
+        ("user", "Hi"),
+        ("assistant", "Hello!"),
+        ("user", "Goodbye"),
+        ("assistant", "Bye!"),
+    ]
 
 
 async def test_the_tool_policys_data_scope_narrows_the_engines_searches(

@@ -95,6 +95,7 @@ from oracle_server._turns.locks.hub import HubTurnLocks
 from oracle_server._turns.runlog import RunLog, create_run_log
 from oracle_server._turns.runlog.hub import HubRunLog
 from oracle_server._turns.runner import TurnRunner
+from oracle_server._turns.session_events import SessionAnnouncer
 from oracle_server._turns.titles import has_title_model
 from oracle_server._workers.connection import HubConnection
 from oracle_server._workers.supervisor import WORKER_VARIABLES
@@ -251,6 +252,7 @@ async def create_oracle_app(
             key=key,
             models=listed_models(settings),
             matrix=matrix,
+            announce=SessionAnnouncer(runtime, events),
         )
         asgi = build_asgi_app(
             state,
@@ -510,6 +512,7 @@ def build_turns(
         runtime.ambient.llm,
         title_model=has_title_model(settings),
         matrix=matrix,
+        announce=SessionAnnouncer(runtime, events),
     )
     runner = TurnRunner(
         runtime,

@@ -138,7 +138,9 @@ async def test_plugin_events_reach_the_session_room_in_the_sdk_shapes(
     # `action_call` is sent bare: the payload itself is the argument.
     [action] = await client.wait_for("action_call")
     assert action == {**base, "toolCallId": "a1", "toolName": "open_panel", "status": "done"}
-    assert [name for name, _ in bystander.records.items] == ["connected"]
+    # The user's other tab hears of the session's title, and of none of its events.
+    await bystander.wait_for("session.title")
+    assert [name for name, _ in bystander.records.items] == ["connected", "session.title"]
 
 
 async def test_events_of_a_session_without_sockets_are_dropped(

@@ -258,6 +258,13 @@ async def test_a_turn_calls_the_clients_browser_tool(start_oracle: StartOracle) 
     [request] = client.records.named("browser_tool_call")
     # The server's id for the call, not the model's tool-call id.
     assert re.fullmatch(r"tc_[A-Za-z0-9_-]+_[0-9a-f]{8}", request["toolCallId"])
+    # Deleting the session takes the Portal Agent's thread too (a request-time sub-agent).
+    agent_thread = f"{session_id}_portal_agent"
+    runtime = oracle.app.runtime
+    assert await runtime.thread_messages(user.did, agent_thread)
+    deleted = await oracle.http.delete(f"/sessions/{session_id}", headers=user.headers())
+    assert deleted.status_code == 200, deleted.text
+    assert await runtime.thread_messages(user.did, agent_thread) == []
 
 
 def _names(request: Any) -> list[str]:

@@ -20,6 +20,7 @@ from oracle_core import (
     PluginTool,
     ReadonlyState,
     RuntimeContext,
+    SessionEvent,
 )
 from oracle_mcp import AuthFailure, McpClient
 from oracle_plugins.memory._auth import EngineAuth, RoomCache
@@ -27,7 +28,7 @@ from oracle_plugins.memory._config import MemoryConfig, wants_memory
 from oracle_plugins.memory._context import ContextCache, EngineRestClient, UserContext
 from oracle_plugins.memory._embedded import build_embedded_tools
 from oracle_plugins.memory._embedding import Embedder, load_embedder
-from oracle_plugins.memory._ingest import HistoryIngestionMiddleware
+from oracle_plugins.memory._ingest import INGESTED_KEY, HistoryIngestionMiddleware, missed_turns
 from oracle_plugins.memory._names import DEFAULT_SELECTED_TOOLS, MAIN_AGENT_ONLY, wire_name
 from oracle_plugins.memory._names import wire_names as _wire_names
 from oracle_plugins.memory._remote import RemoteBackend
@@ -291,6 +292,28 @@ class MemoryPlugin(OraclePlugin):
         if self.ingest_history and ctx.plugin_config.backend == "remote":
             return [self._ingestion]
         return []
+
+    async def on_session_event(self, event: SessionEvent, rt_ctx: RuntimeContext[Any]) -> None:
+        """A deleted session's history goes to the engine (with a remote engine): the
+        turns per-turn ingestion did not send, all of them when it is off."""
+        if event.kind != "session.deleted":
+            return
+        running = self._running
+        if running is None or running.remote is None:
+            return
+        key = INGESTED_KEY.format(session=event.session_id)
+        sent: set[str] = set()
+        if rt_ctx.kv is not None:
+            sent = set(await rt_ctx.kv.get(key, []))
+            await rt_ctx.kv.delete(key)
+        entries = missed_turns(
+            list(event.messages),
+            sent if self.ingest_history else set(),
+            user_name=rt_ctx.user.matrix_user_id or rt_ctx.user.did,
+            oracle_name=rt_ctx.identity.name,
+        )
+        if entries:
+            self._ingestion.schedule(rt_ctx, entries)
 
     async def _ingest(self, rt_ctx: RuntimeContext[Any], messages: list[dict[str, str]]) -> None:
         running = self._running

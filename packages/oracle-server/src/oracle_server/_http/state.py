@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
-from oracle_core import OracleRuntime
+from oracle_core import OracleRuntime, SessionEvent
 from oracle_server._auth.authenticator import AuthData, Authenticator
 from oracle_server._auth.keys import OracleKey
 from oracle_server._errors import HTTPError
@@ -46,6 +47,8 @@ class ServerState:
     key: OracleKey
     models: list[dict[str, Any]] = field(default_factory=list)
     matrix: MatrixLayer | None = None
+    announce: Callable[[SessionEvent], Awaitable[None]] | None = None
+    """Tells the user's sockets and the plugins of a session created or deleted."""
 
     @property
     def signer(self) -> Ed25519Signer | None:
@@ -76,7 +79,16 @@ class ServerState:
             oracle_did=self.oracle_did,
             oracle_entity_did=self.settings.oracle_entity_did,
         )
-        return await self.sessions.create(record)
+        created = await self.sessions.create(record)
+        await self.announce_session(
+            SessionEvent("session.created", created.session_id, did, title=created.title)
+        )
+        return created
+
+    async def announce_session(self, event: SessionEvent) -> None:
+        """Send ``event`` to the user's sockets and the plugins' ``on_session_event``."""
+        if self.announce is not None:
+            await self.announce(event)
 
     async def spend_turn(self, did: str) -> int | None:
         """Count one turn in ``did``'s ``turns`` budget, the one ``POST /messages/{id}``

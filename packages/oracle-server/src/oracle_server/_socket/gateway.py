@@ -31,6 +31,7 @@ import socketio  # type: ignore[import-untyped]
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oracle_core import (
+    SESSION_EVENT_KINDS,
     FrontendAccessor,
     FrontendCallError,
     FrontendCallKind,
@@ -74,6 +75,12 @@ prefixed, and deployments may share a Redis)."""
 MAX_FRAME_BYTES = 1024 * 1024
 REFUSED = "unauthorized"
 SHUTTING_DOWN = "Server shutting down"
+
+
+def user_room(did: str) -> str:
+    """The room of every socket of ``did`` (session rooms are named by session id)."""
+    return f"user:{did}"
+
 
 SessionIdleHandler = Callable[[str, str], Awaitable[None] | None]
 """``(session_id, user_did)``, called when the last socket of a session disconnects."""
@@ -267,6 +274,13 @@ class SocketGateway:
         Never blocks: the emit runs as a task on the serving loop. With a message queue
         every event is published, since sockets of the session may be on other replicas.
         """
+        if event.name in SESSION_EVENT_KINDS:
+            # Every socket of the user hears of their sessions, bare: the client SDK
+            # turns envelope events of the open session into chat messages.
+            if event.user_did:
+                room = user_room(event.user_did)
+                self._spawn(self.sio.emit(event.name, dict(event.payload), room=room))
+            return
         if not event.session_id:
             return
         if not self._shared_rooms and event.session_id not in self._rooms:
@@ -449,6 +463,7 @@ class SocketGateway:
         self._sockets[sid] = bound
         self._rooms.add(bound.session_id, sid)
         await self.sio.enter_room(sid, bound.session_id)
+        await self.sio.enter_room(sid, user_room(bound.did))
         connected = {
             "message": "Connected successfully",
             "sessionId": bound.session_id,

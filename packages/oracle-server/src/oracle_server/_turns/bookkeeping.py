@@ -9,10 +9,11 @@ finished turn to the Matrix layer for the chat log and the backup.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Protocol
 
-from oracle_core import EventSink, LLMAccessor, OracleEvent
+from oracle_core import EventSink, LLMAccessor, OracleEvent, SessionEvent
 from oracle_server._persistence import SessionRecord, Sessions
 from oracle_server._turns.runner import ActiveTurn
 from oracle_server._turns.titles import UNTITLED, fallback_title, generate_title
@@ -58,7 +59,9 @@ class TurnBookkeeping:
         *,
         title_model: bool,
         matrix: FinishedTurnLog | None = None,
+        announce: Callable[[SessionEvent], Awaitable[None]] | None = None,
     ) -> None:
+        self._announce = announce
         self._sessions = sessions
         self._events = events
         self._llm = llm
@@ -97,17 +100,24 @@ class TurnBookkeeping:
         if record is None or record.title not in (None, UNTITLED):
             return
         if not self._title_model:
-            await self._sessions.set_title(
-                turn.user_did, turn.session_id, fallback_title(turn.message)
-            )
+            title = fallback_title(turn.message)
+            await self._sessions.set_title(turn.user_did, turn.session_id, title)
+            await self._titled(turn, title)
             return
         task = asyncio.get_running_loop().create_task(self._ask_the_model(turn))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    async def _titled(self, turn: ActiveTurn, title: str) -> None:
+        if self._announce is not None:
+            await self._announce(
+                SessionEvent("session.title", turn.session_id, turn.user_did, title=title)
+            )
+
     async def _ask_the_model(self, turn: ActiveTurn) -> None:
         made = await generate_title(self._llm.get("session-title"), turn.message)
         await self._sessions.set_title(turn.user_did, turn.session_id, made)
+        await self._titled(turn, made)
         self._events.emit(
             OracleEvent(
                 "message_cache_invalidation",

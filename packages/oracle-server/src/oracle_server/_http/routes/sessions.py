@@ -6,6 +6,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from oracle_core import SessionEvent
 from oracle_server._errors import HTTPError
 from oracle_server._http.parsing import query_int
 from oracle_server._http.state import auth_of, server_of
@@ -50,14 +51,19 @@ async def delete_session(request: Request) -> Response:
         raise HTTPError(404, "Session not found")
     async with server.runner.closing(session_id):
         await server.runner.abort(auth.did, session_id)
-        sub_agents = [s.value.name for s in server.runtime.registries.sub_agents.values()]
-        threads = [session_id, *(f"{session_id}_{name}" for name in sub_agents)]
         try:
-            await server.checkpointers.delete_threads(auth.did, threads)
+            # Read before the delete: plugins (memory) get the history that is going.
+            history = tuple(await server.runtime.thread_messages(auth.did, session_id))
+            # Every sub-agent's thread goes too, request-time ones (the Portal Agent's)
+            # included: they are the threads named "{session_id}_…".
+            await server.checkpointers.delete_session_threads(auth.did, session_id)
             await server.sessions.delete(auth.did, session_id)
             await server.storage.approvals.delete_session(auth.did, session_id)
         except Exception as exc:
             raise HTTPError(400, f"Failed to delete session: {type(exc).__name__}") from exc
+    await server.announce_session(
+        SessionEvent("session.deleted", session_id, auth.did, messages=history)
+    )
     return JSONResponse({"message": "Session deleted successfully"})
 
 
