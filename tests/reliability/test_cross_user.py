@@ -71,6 +71,7 @@ class World:
             "raw": self.delegation,
             "message": B_MESSAGE,
             "path": "swagger-ui.css",
+            "multitaskStrategy": "rollback",
         }
         return by_name.get(name, "x")
 

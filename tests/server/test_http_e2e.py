@@ -14,6 +14,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import httpx
+import pytest
 
 from oracle_server import OracleApp
 from oracle_server.testing import (
@@ -361,3 +362,104 @@ async def test_errors_are_json_with_cors_and_request_id(serve: Serve) -> None:
 
 def _unused(value: Any) -> None:
     del value
+
+
+async def _first_request(double: OpenAIDouble) -> None:
+    async with asyncio.timeout(10):
+        while not double.requests:  # noqa: ASYNC110 - polling the double's log
+            await asyncio.sleep(0.005)
+
+
+@pytest.mark.parametrize(
+    ("where", "strategy", "history_of_second"),
+    [
+        ("request", "interrupt", ["one", "two"]),
+        ("request", "rollback", ["two"]),
+        ("deployment", "interrupt", ["one", "two"]),
+        ("deployment", "rollback", ["two"]),
+    ],
+)
+async def test_double_texting_interrupts_or_rolls_back_the_running_turn(
+    serve: Serve, where: str, strategy: str, history_of_second: list[str]
+) -> None:
+    slow = OpenAIDouble(
+        ["first answer " * 400, "second answer"], chunk_size=8, delay_between_chunks=0.01
+    )
+    await slow.start()
+    policy = {"SESSION_CONCURRENCY_POLICY": strategy} if where == "deployment" else {}
+    body: dict[str, Any] = {"message": "two"}
+    if where == "request":
+        body["multitaskStrategy"] = strategy
+    try:
+        user = Ed25519Signer.generate()
+        async with (
+            serve(**policy, **slow.env()) as (app, base_url),
+            httpx.AsyncClient(base_url=base_url, timeout=30) as client,
+        ):
+            headers = auth_headers(user, app.state.oracle_did)
+            session_id = await new_session(client, headers)
+            first = asyncio.create_task(
+                client.post(f"/messages/{session_id}", headers=headers, json={"message": "one"})
+            )
+            await _first_request(slow)
+            second = await client.post(f"/messages/{session_id}", headers=headers, json=body)
+            await first
+            history = (await client.get(f"/messages/{session_id}", headers=headers)).json()
+    finally:
+        await slow.stop()
+
+    assert second.status_code == 200, second.text
+    assert second.json()["message"]["content"] == "second answer"
+    # What the second turn's model saw: the first message kept (interrupt) or not (rollback).
+    seen = [m["content"] for m in slow.requests[1].messages if m.get("role") == "user"]
+    assert seen == history_of_second
+    assert [m["content"] for m in history["messages"]] == [*history_of_second, "second answer"]
+    assert not any("first answer" in str(m.get("content")) for m in slow.requests[1].messages)
+
+
+async def test_a_sessions_own_policy_holds_for_its_messages(serve: Serve) -> None:
+    slow = OpenAIDouble(
+        ["first answer " * 400, "second answer"], chunk_size=8, delay_between_chunks=0.01
+    )
+    await slow.start()
+    try:
+        user = Ed25519Signer.generate()
+        async with (
+            serve(SESSION_CONCURRENCY_POLICY="reject", **slow.env()) as (app, base_url),
+            httpx.AsyncClient(base_url=base_url, timeout=30) as client,
+        ):
+            headers = auth_headers(user, app.state.oracle_did)
+            session_id = await new_session(client, headers)
+            bad = await client.patch(
+                f"/sessions/{session_id}", headers=headers, json={"multitaskStrategy": "later"}
+            )
+            other = await client.patch(
+                "/sessions/unknown", headers=headers, json={"multitaskStrategy": "rollback"}
+            )
+            patched = await client.patch(
+                f"/sessions/{session_id}", headers=headers, json={"multitaskStrategy": "rollback"}
+            )
+            listed = (await client.get("/sessions", headers=headers)).json()
+            first = asyncio.create_task(
+                client.post(f"/messages/{session_id}", headers=headers, json={"message": "one"})
+            )
+            await _first_request(slow)
+            second = await client.post(
+                f"/messages/{session_id}", headers=headers, json={"message": "two"}
+            )
+            await first
+            cleared = await client.patch(
+                f"/sessions/{session_id}", headers=headers, json={"multitaskStrategy": None}
+            )
+    finally:
+        await slow.stop()
+
+    assert bad.status_code == 400
+    assert other.status_code == 404
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["multitaskStrategy"] == "rollback"
+    assert listed["sessions"][0]["multitaskStrategy"] == "rollback"
+    # The deployment rejects; the session's own policy rolled the first turn back.
+    assert second.status_code == 200, second.text
+    assert [m["content"] for m in slow.requests[1].messages if m.get("role") == "user"] == ["two"]
+    assert "multitaskStrategy" not in cleared.json()

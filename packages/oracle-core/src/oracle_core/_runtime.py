@@ -76,6 +76,7 @@ from oracle_core._services import (
     UnavailableMatrixService,
 )
 from oracle_core._session_events import SessionEvent
+from oracle_core._state import MainAgentState
 from oracle_core._tool_adapter import PluginToolAdapter
 from oracle_core._tools import PluginTool
 from oracle_core._toolset import UserToolset, tool_call_wrapper
@@ -387,6 +388,39 @@ class OracleRuntime:
         saver = await self.hooks.checkpointer_for_user(user_did)
         state = await read_thread_state(saver, thread_id)
         return list(state.get("messages", []))
+
+    async def rollback_last_turn(self, user_did: str, thread_id: str) -> bool:
+        """Put the thread back as it was before its latest turn started (the double-
+        texting policy ``rollback``): whatever that turn checkpointed is discarded.
+
+        The turn's start is the newest checkpoint written for an input; the state before
+        it is copied forward as the thread's newest checkpoint (LangGraph's ``__copy__``
+        update), so earlier history stays readable. A thread whose first turn it was is
+        deleted. ``False`` when the thread has no turn to roll back. Only the main
+        thread is rewound: sub-agents' threads keep what they wrote.
+        """
+        from langgraph.graph import START, StateGraph
+
+        assert self.hooks.checkpointer_for_user is not None
+        saver = await self.hooks.checkpointer_for_user(user_did)
+        config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        started = None
+        async for item in saver.alist(config):
+            if (item.metadata or {}).get("source") == "input":
+                started = item
+                break
+        if started is None:
+            return False
+        if started.parent_config is None:
+            await saver.adelete_thread(thread_id)
+            return True
+        graph: Any = StateGraph(MainAgentState)
+        graph.add_node("rewind", lambda state: {})
+        graph.add_edge(START, "rewind")
+        await graph.compile(checkpointer=saver).aupdate_state(
+            started.parent_config, None, as_node="__copy__"
+        )
+        return True
 
     async def pending_approvals(self, user_did: str, thread_id: str) -> list[ApprovalRequest]:
         """The tool calls a thread is paused on for the user's approval (plugins spec

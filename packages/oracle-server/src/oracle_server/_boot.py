@@ -528,6 +528,7 @@ def build_turns(
         concurrency=settings.turn_concurrency or None,
         adaptive=settings.turn_admission == "adaptive",
         approvals=TurnApprovals(runtime, persistence.storage.approvals, events),
+        session_strategy=functools.partial(_session_strategy, persistence.sessions),
     )
     # SRV-54: aborts reach the replica running the turn, wherever they arrive.
     runner.abort_elsewhere = replicas.bus.abort_elsewhere
@@ -603,6 +604,12 @@ def server_services(
         frontend=frontend,
         kv=kv,
     )
+
+
+async def _session_strategy(sessions: Sessions, user_did: str, session_id: str) -> str | None:
+    """The session's own double-texting policy, for turns that did not bring one."""
+    record = await sessions.get(user_did, session_id)
+    return None if record is None else record.multitask_strategy
 
 
 def plugin_kv(settings: ServerSettings) -> KeyValueService:

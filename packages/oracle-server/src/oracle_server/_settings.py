@@ -124,7 +124,7 @@ class ServerSettings(CoreEnv):
     worker_listen_fd: int | None = Field(None, alias="ORACLE_WORKER_LISTEN_FD", ge=0)
     worker_load_fd: int | None = Field(None, alias="ORACLE_WORKER_LOAD_FD", ge=0)
     worker_index: int = Field(0, alias="ORACLE_WORKER_INDEX", ge=0)
-    session_concurrency: Literal["enqueue", "reject"] = Field(
+    session_concurrency: Literal["enqueue", "reject", "interrupt", "rollback"] = Field(
         "enqueue", alias="SESSION_CONCURRENCY_POLICY"
     )
     max_body_bytes: int = Field(1024 * 1024, alias="MAX_BODY_BYTES", ge=1024)

@@ -289,6 +289,7 @@ async def test_send_message_takes_the_camel_case_dto_and_may_stream(boot: Client
         "agActions",
         "attachments",
         "mcpInvocations",
+        "multitaskStrategy",
         "timezone",
         "homeServer",
         "metadata",

@@ -574,7 +574,10 @@ async def test_the_server_database_gains_new_columns_and_keeps_its_rows(tmp_path
 
     storage = await Storage.open(database_url(None, str(data)))
     try:
-        assert column_names(data / "oracle.db", "oracle_sessions")[-1] == "matrix_thread_id"
+        assert column_names(data / "oracle.db", "oracle_sessions")[-2:] == [
+            "matrix_thread_id",
+            "multitask_strategy",
+        ]
         first = await storage.sessions.get(ALICE, "s-1")
         assert first is not None
         assert (first.title, first.room_id, first.user_context) == (
@@ -584,6 +587,7 @@ async def test_the_server_database_gains_new_columns_and_keeps_its_rows(tmp_path
         )
         assert first.created_at == datetime(2025, 6, 1, 8, 30, tzinfo=UTC)
         assert first.matrix_thread_id is None
+        assert first.multitask_strategy is None
         second = await storage.sessions.get(BOB, "s-2")
         assert second is not None
         assert second.title == "Second"
@@ -599,6 +603,7 @@ async def test_the_server_database_gains_new_columns_and_keeps_its_rows(tmp_path
     again = await Storage.open(database_url(None, str(data)))
     await again.close()
     assert column_names(data / "oracle.db", "oracle_sessions").count("matrix_thread_id") == 1
+    assert column_names(data / "oracle.db", "oracle_sessions").count("multitask_strategy") == 1
     assert len(raw_rows(data / "oracle.db", "SELECT * FROM oracle_sessions")) == 2
 
 

@@ -138,6 +138,10 @@ class AttachmentDto(_Dto):
         return self
 
 
+MultitaskStrategy = Literal["enqueue", "reject", "interrupt", "rollback"]
+"""What a message does while its session runs a turn (double texting)."""
+
+
 class SendMessageDto(_Dto):
     """``POST /messages/{sessionId}``."""
 
@@ -147,6 +151,15 @@ class SendMessageDto(_Dto):
     tools: list[BrowserToolDto] | None = None
     ag_actions: list[AgActionDto] | None = None
     attachments: list[AttachmentDto] | None = Field(None, max_length=10)
+    multitask_strategy: MultitaskStrategy | None = Field(
+        None,
+        description=(
+            "What this message does if the session is running a turn: wait for it "
+            "(enqueue), be refused with 409 (reject), cancel it and keep what it did "
+            "(interrupt), or cancel it and discard what it did (rollback). Default: "
+            "the session's, else SESSION_CONCURRENCY_POLICY."
+        ),
+    )
     mcp_invocations: dict[str, str] | None = Field(
         None,
         max_length=MAX_MCP_INVOCATIONS,
@@ -215,6 +228,17 @@ class SendMessageDto(_Dto):
         entity = metadata.get("currentEntityDid")
         state["current_entity_did"] = entity if isinstance(entity, str) and entity else None
         return state
+
+
+class SessionSettingsDto(_Dto):
+    """``PATCH /sessions/{sessionId}``: the session's own settings."""
+
+    multitask_strategy: MultitaskStrategy | None = Field(
+        description=(
+            "What a message does while the session runs a turn (enqueue, reject, "
+            "interrupt, rollback); null goes back to SESSION_CONCURRENCY_POLICY."
+        ),
+    )
 
 
 class AbortDto(_Dto):

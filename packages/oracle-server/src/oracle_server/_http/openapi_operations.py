@@ -13,6 +13,7 @@ from oracle_server._http.dto import (
     AbortDto,
     ApprovalDecisionDto,
     SendMessageDto,
+    SessionSettingsDto,
     StoreDelegationDto,
 )
 
@@ -79,6 +80,11 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         userContext={"type": "object"},
         roomId={"type": "string"},
         slackThreadTs={"type": "string"},
+        multitaskStrategy={
+            "type": "string",
+            "enum": ["enqueue", "reject", "interrupt", "rollback"],
+            "description": "The session's double-texting policy, when it has its own.",
+        },
     ),
     "SessionList": object_schema(
         ["sessions", "total"],
@@ -324,6 +330,16 @@ BUILTIN_OPERATIONS: dict[tuple[str, str], Operation] = {
                 "offset", {"type": "integer", "minimum": 0, "default": 0}, "Sessions skipped."
             ),
         ),
+    ),
+    ("PATCH", "/sessions/{sessionId}"): Operation(
+        "Change a session's settings (its double-texting policy)",
+        "sessions",
+        {
+            OK: json_response("The session.", "ChatSession"),
+            "400": error_response_doc("Bad settings."),
+            "404": error_response_doc("Session not found."),
+        },
+        request_model=SessionSettingsDto,
     ),
     ("DELETE", "/sessions/{sessionId}"): Operation(
         "Delete a session and its checkpoints",

@@ -65,6 +65,9 @@ class SessionRecord:
         client: The transport that created the session (``portal``, ``matrix``, …).
         matrix_thread_id: Root event of the session's thread in the user's Matrix room,
             where the chat log goes; never sent to clients.
+        multitask_strategy: What a message does while the session runs a turn
+            (``enqueue``, ``reject``, ``interrupt``, ``rollback``); ``None``: the
+            deployment's ``SESSION_CONCURRENCY_POLICY``.
     """
 
     session_id: str
@@ -81,6 +84,7 @@ class SessionRecord:
     slack_thread_ts: str | None = None
     client: str = "portal"
     matrix_thread_id: str | None = None
+    multitask_strategy: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         """The ``ChatSession`` JSON of SRV-17.
@@ -105,6 +109,8 @@ class SessionRecord:
             wire["roomId"] = self.room_id
         if self.slack_thread_ts is not None:
             wire["slackThreadTs"] = self.slack_thread_ts
+        if self.multitask_strategy is not None:
+            wire["multitaskStrategy"] = self.multitask_strategy
         return wire
 
 
@@ -124,6 +130,7 @@ def _record(row: RowMapping) -> SessionRecord:
         slack_thread_ts=row["slack_thread_ts"],
         client=row["client"],
         matrix_thread_id=row["matrix_thread_id"],
+        multitask_strategy=row["multitask_strategy"],
     )
 
 
@@ -146,6 +153,10 @@ class Sessions(Protocol):
 
     async def set_matrix_thread(
         self, user_did: str, session_id: str, *, room_id: str, thread_id: str
+    ) -> None: ...
+
+    async def set_multitask_strategy(
+        self, user_did: str, session_id: str, strategy: str | None
     ) -> None: ...
 
     async def delete(self, user_did: str, session_id: str) -> bool: ...
@@ -187,6 +198,7 @@ class SessionStore:
             "slack_thread_ts": record.slack_thread_ts,
             "client": record.client,
             "matrix_thread_id": record.matrix_thread_id,
+            "multitask_strategy": record.multitask_strategy,
         }
         statement = insert(oracle_sessions).values(values).returning(oracle_sessions)
         try:
@@ -276,6 +288,12 @@ class SessionStore:
     ) -> None:
         """Remember the room and thread root the session's chat log goes to."""
         await self._update(user_did, session_id, room_id=room_id, matrix_thread_id=thread_id)
+
+    async def set_multitask_strategy(
+        self, user_did: str, session_id: str, strategy: str | None
+    ) -> None:
+        """Store the session's double-texting policy (``None``: the deployment's)."""
+        await self._update(user_did, session_id, multitask_strategy=strategy)
 
     async def delete(self, user_did: str, session_id: str) -> bool:
         """Delete the user's session; ``False`` when the user has no such session."""

@@ -119,6 +119,8 @@ oracle_sessions = Table(
     Column("client", String(32), nullable=False, default="portal"),
     # Added after the first schema: existing databases gain it at boot (additive).
     Column("matrix_thread_id", String(255)),
+    # The session's double-texting policy (enqueue, reject, interrupt, rollback).
+    Column("multitask_strategy", String(16)),
     Index(None, "user_did", "last_updated_at"),
     Index(None, "user_did", "room_id"),
 )

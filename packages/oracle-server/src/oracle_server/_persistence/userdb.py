@@ -515,6 +515,14 @@ class UserSessions:
                     user_did, session_id, room_id=room_id, thread_id=thread_id
                 )
 
+    async def set_multitask_strategy(
+        self, user_did: str, session_id: str, strategy: str | None
+    ) -> None:
+        """Store the session's double-texting policy."""
+        async with self._dbs.use_existing(user_did) as db:
+            if db is not None:
+                await db.sessions.set_multitask_strategy(user_did, session_id, strategy)
+
     async def delete(self, user_did: str, session_id: str) -> bool:
         """Delete the user's session."""
         async with self._dbs.use_existing(user_did) as db:

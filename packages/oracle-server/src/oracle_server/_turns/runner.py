@@ -76,6 +76,9 @@ class TurnInput:
     resume: bool = False
     mcp_invocations: Mapping[str, str] = field(default_factory=dict)
     """The request's ``mcpInvocations`` (UCAN-28), given to the turn's user."""
+    strategy: str | None = None
+    """What to do when the session already runs a turn (``enqueue``, ``reject``,
+    ``interrupt``, ``rollback``); ``None`` takes the session's, else the deployment's."""
 
 
 @dataclass
@@ -108,7 +111,10 @@ class TurnRunner:
         runtime: The booted core runtime.
         locks: Per-session turn locks (in memory, or Redis across replicas).
         events: The runtime's event sink, to attach streams to.
-        policy: ``enqueue`` (wait for the running turn) or ``reject`` (409).
+        policy: What a message does while its session runs a turn (double texting):
+            ``enqueue`` (wait for it), ``reject`` (409), ``interrupt`` (cancel it,
+            keeping what it checkpointed, then run) or ``rollback`` (cancel it, discard
+            its progress, then run). A turn's own ``TurnInput.strategy`` wins.
         on_finished: Called after a turn ends (session bookkeeping).
         user_scope: Held around each turn for its user (keeps the user's database open).
         stored_delegation: The user's stored delegation (raw), adopted for the turn when
@@ -126,6 +132,8 @@ class TurnRunner:
             (``TURN_ADMISSION=adaptive``); otherwise the bound is the limit.
         approvals: Resumes sessions paused for a tool approval and records new pauses;
             ``None`` leaves paused threads to the caller.
+        session_strategy: ``(user_did, session_id) -> policy``: the session's own
+            double-texting policy, read for turns whose ``TurnInput.strategy`` is unset.
 
     Attributes:
         abort_elsewhere: With several replicas (SRV-54), asks the others to abort the
@@ -149,7 +157,9 @@ class TurnRunner:
         concurrency: int | None = None,
         adaptive: bool = False,
         approvals: TurnApprovals | None = None,
+        session_strategy: Callable[[str, str], Awaitable[str | None]] | None = None,
     ) -> None:
+        self.session_strategy = session_strategy
         self.runtime = runtime
         self.locks = locks
         self.events = events
@@ -190,7 +200,13 @@ class TurnRunner:
             raise HTTPError(503, "Server shutting down")
         if turn_input.session_id in self._closing:
             raise HTTPError(409, "The session is being deleted", code="session.deleting")
-        waiting = self.policy != "reject"
+        strategy = turn_input.strategy
+        if strategy is None and self.session_strategy is not None:
+            strategy = await self.session_strategy(turn_input.auth.did, turn_input.session_id)
+        strategy = strategy or self.policy
+        if strategy in ("interrupt", "rollback"):
+            await self._cancel_running(turn_input, rollback=strategy == "rollback")
+        waiting = strategy != "reject"
         hold = self.locks.hold(turn_input.session_id, wait=waiting)
         if not waiting:
             try:
@@ -228,6 +244,18 @@ class TurnRunner:
         self._tasks.add(turn.task)
         turn.task.add_done_callback(self._tasks.discard)
         return turn
+
+    async def _cancel_running(self, turn_input: TurnInput, *, rollback: bool) -> None:
+        """Stop the session's turns for a message that takes their place (``interrupt``,
+        ``rollback``), here and on other replicas; with ``rollback``, a turn that had
+        started running leaves the thread as it was before it."""
+        did, session_id = turn_input.auth.did, turn_input.session_id
+        active = await self.runs.active_run(session_id)
+        started = active is not None and active.status == "running"
+        if not await self.abort(did, session_id):
+            return
+        if rollback and started:
+            await self.runtime.rollback_last_turn(did, session_id)
 
     def turns_of(self, session_id: str) -> list[ActiveTurn]:
         """The session's queued and running turns in this process, oldest first."""

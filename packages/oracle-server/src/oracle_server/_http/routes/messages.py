@@ -90,9 +90,14 @@ async def send_message(request: Request) -> Response:
     dto = await read_body(request, SendMessageDto)
     # Checked before anything is queued or stored: a bad model loses nothing.
     model = selected_model(server.models, dto.model)
-    if await server.sessions.get(auth.did, session_id) is None:
+    record = await server.sessions.get(auth.did, session_id)
+    if record is None:
         raise HTTPError(404, "Session not found")
     request_id = request.scope.get("state", {}).get("request_id") or session_id
+    # Resolved here from the row already read: the runner need not read it again.
+    strategy = (
+        dto.multitask_strategy or record.multitask_strategy or server.settings.session_concurrency
+    )
     turn = await server.runner.start(
         TurnInput(
             auth=auth,
@@ -103,6 +108,7 @@ async def send_message(request: Request) -> Response:
             timezone=dto.timezone,
             model=model,
             mcp_invocations=dto.mcp_invocations or {},
+            strategy=strategy,
         )
     )
     if dto.stream:

@@ -1,4 +1,4 @@
-"""``/sessions``: create, list, delete (SRV-18 … 20)."""
+"""``/sessions``: create, list, change settings, delete (SRV-18 … 20)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from starlette.routing import BaseRoute, Route
 
 from oracle_core import SessionEvent
 from oracle_server._errors import HTTPError
+from oracle_server._http.dto import SessionSettingsDto
 from oracle_server._http.parsing import query_int
-from oracle_server._http.state import auth_of, server_of
+from oracle_server._http.state import auth_of, read_body, server_of
 
 __all__ = ["session_routes"]
 
@@ -35,6 +36,20 @@ async def list_sessions(request: Request) -> Response:
     offset = query_int(request.query_params, "offset", default=0, maximum=MAX_OFFSET)
     records, total = await server.sessions.list(auth.did, limit=limit, offset=offset)
     return JSONResponse({"sessions": [r.to_wire() for r in records], "total": total})
+
+
+async def update_session(request: Request) -> Response:
+    """``PATCH /sessions/{sessionId}`` ``{multitaskStrategy}`` → the ``ChatSession``."""
+    server, auth = server_of(request), auth_of(request)
+    session_id = request.path_params["session_id"]
+    settings = await read_body(request, SessionSettingsDto)
+    if await server.sessions.get(auth.did, session_id) is None:
+        raise HTTPError(404, "Session not found")
+    await server.sessions.set_multitask_strategy(auth.did, session_id, settings.multitask_strategy)
+    record = await server.sessions.get(auth.did, session_id)
+    if record is None:  # deleted meanwhile
+        raise HTTPError(404, "Session not found")
+    return JSONResponse(record.to_wire())
 
 
 async def delete_session(request: Request) -> Response:
@@ -72,5 +87,6 @@ def session_routes() -> list[BaseRoute]:
     return [
         Route("/sessions", create_session, methods=["POST"]),
         Route("/sessions", list_sessions, methods=["GET"]),
+        Route("/sessions/{session_id}", update_session, methods=["PATCH"]),
         Route("/sessions/{session_id}", delete_session, methods=["DELETE"]),
     ]
