@@ -93,6 +93,8 @@ class MatrixTransport:
                 message=event.body,
                 request_id=uuid.uuid4().hex,
                 client="matrix",
+                room_id=room.room_id,
+                matrix_user_id=event.sender,
             )
         )
         await turn.done.wait()

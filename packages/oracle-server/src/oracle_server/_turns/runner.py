@@ -76,6 +76,12 @@ class TurnInput:
     resume: bool = False
     mcp_invocations: Mapping[str, str] = field(default_factory=dict)
     """The request's ``mcpInvocations`` (UCAN-28), given to the turn's user."""
+    room_id: str | None = None
+    """The Matrix room the turn belongs to (``rt_ctx.session.room_id``)."""
+    ws_id: str | None = None
+    """The socket that sent the turn, when known: frontend calls go to it first."""
+    matrix_user_id: str | None = None
+    """The user's Matrix id (``rt_ctx.user.matrix_user_id``)."""
     strategy: str | None = None
     """What to do when the session already runs a turn (``enqueue``, ``reject``,
     ``interrupt``, ``rollback``); ``None`` takes the session's, else the deployment's."""
@@ -460,6 +466,7 @@ class TurnRunner:
         )
         user = UserInfo(
             did=auth.did,
+            matrix_user_id=turn_input.matrix_user_id,
             ucan_delegation=delegation,
             timezone=turn_input.timezone or auth.timezone,
             mcp_invocations=turn_input.mcp_invocations,
@@ -467,7 +474,9 @@ class TurnRunner:
         session = SessionInfo(
             id=turn.session_id,
             client=turn_input.client,  # type: ignore[arg-type]
+            ws_id=turn_input.ws_id,
             request_id=turn.request_id,
+            room_id=turn_input.room_id,
             run_id=turn.run_id,
         )
         resume: dict[str, Any] | None = None

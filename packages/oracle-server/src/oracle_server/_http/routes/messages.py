@@ -83,6 +83,16 @@ def selected_model(models: Sequence[Mapping[str, Any]], requested: str | None) -
     return None if requested == default else requested
 
 
+def _matrix_user_id(did: str, home_server: str | None) -> str | None:
+    """The user's Matrix id on the homeserver they came from (IXO clients send it)."""
+    if not home_server:
+        return None
+    # Imported here: the Matrix layer (matrix-nio) stays unloaded in local mode.
+    from oracle_server._matrix.rooms import matrix_user_id
+
+    return matrix_user_id(did, home_server)
+
+
 async def send_message(request: Request) -> Response:
     """``POST /messages/{sessionId}``: run a turn; JSON reply, or SSE with ``stream``."""
     server, auth = server_of(request), auth_of(request)
@@ -109,6 +119,8 @@ async def send_message(request: Request) -> Response:
             model=model,
             mcp_invocations=dto.mcp_invocations or {},
             strategy=strategy,
+            room_id=record.room_id,
+            matrix_user_id=_matrix_user_id(auth.did, auth.home_server),
         )
     )
     if dto.stream:
