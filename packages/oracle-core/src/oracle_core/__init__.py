@@ -179,6 +179,15 @@ from oracle_core._tools import (
     sub_agent_tool_name,
 )
 from oracle_core._toolset import ExposedTool, ToolCallOutcome, UserToolset
+from oracle_core._transports import (
+    MULTITASK_STRATEGIES,
+    LocalTurnTransport,
+    MultitaskStrategy,
+    TransportReply,
+    TransportTurn,
+    TurnBusyError,
+    TurnTransport,
+)
 from oracle_core.hookspecs import hookimpl
 
 __version__ = "0.1.0"
@@ -192,6 +201,7 @@ __all__ = [
     "HOOK_NAMES",
     "MESSAGES_SNAPSHOT_FREQUENCY",
     "MODEL_CONTEXT_WINDOWS",
+    "MULTITASK_STRATEGIES",
     "PROMPT_SLOTS",
     "PROVIDERS",
     "RESERVED_MIDDLEWARE_NAMES",
@@ -251,6 +261,7 @@ __all__ = [
     "LexicalCapabilityRouter",
     "LocalFrontendService",
     "LocalSecretsService",
+    "LocalTurnTransport",
     "MainAgentHooks",
     "MainAgentState",
     "ManifestBackends",
@@ -262,6 +273,7 @@ __all__ = [
     "MessageStoreSqliteSaver",
     "MiddlewareContractError",
     "ModelRole",
+    "MultitaskStrategy",
     "NotConfiguredError",
     "OracleBootError",
     "OracleConfig",
@@ -317,7 +329,11 @@ __all__ = [
     "ToolValidationMiddleware",
     "ToolVerdict",
     "ToolView",
+    "TransportReply",
+    "TransportTurn",
+    "TurnBusyError",
     "TurnRequest",
+    "TurnTransport",
     "UcanAccessor",
     "UcanService",
     "UnavailableMatrixService",

@@ -203,6 +203,7 @@ class AgentBuilder:
                 services.frontend.for_session(turn.user, turn.session), matrix, turn.session
             ),
             kv=None if services.kv is None else services.kv.for_user(turn.user),
+            transport=services.transport,
             ucan=services.ucan.for_user(turn.user),
             llm=services.llm,
             emit=Emitter(services.events, turn.session, turn.user.did),

@@ -29,6 +29,7 @@ from oracle_core._services import (
     UcanAccessor,
 )
 from oracle_core._state import Client, ReadonlyState
+from oracle_core._transports import TurnTransport
 
 __all__ = [
     "AbortSignal",
@@ -252,6 +253,8 @@ class PluginContext(Generic[ConfigT]):
         available_plugins: Names of every included plugin.
         logger: ``{base}.plugin.{name}``.
         plugin_name: The plugin this context is scoped to.
+        transport: Starts turns for users (Slack messages, scheduled tasks, group
+            rooms): ``await ctx.transport.run_turn(TransportTurn(...))``.
     """
 
     config: Mapping[str, Any]
@@ -260,6 +263,7 @@ class PluginContext(Generic[ConfigT]):
     available_plugins: frozenset[str]
     logger: logging.Logger
     plugin_name: str = ""
+    transport: TurnTransport | None = None
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,7 @@ from oracle_core._tool_adapter import PluginToolAdapter
 from oracle_core._tools import PluginTool
 from oracle_core._toolset import UserToolset, tool_call_wrapper
 from oracle_core._tracing import install_untraced_fast_path
+from oracle_core._transports import LocalTurnTransport
 
 __all__ = ["BootInputs", "OracleRuntime", "PluginsView", "boot_runtime", "create_runtime"]
 
@@ -480,6 +481,8 @@ class OracleRuntime:
             close_llm = getattr(self.ambient.llm, "aclose", None)
             if close_llm is not None:
                 self._stack.push_async_callback(close_llm)
+        if self.ambient.transport is None:
+            self.ambient.transport = LocalTurnTransport(self)
         self.hooks = inputs.hooks.merged_over(self._default_hooks())
         self.available_plugins = frozenset(b.name for b in self.booted)
         self.always_plugins = frozenset(
@@ -568,6 +571,7 @@ class OracleRuntime:
                 available_plugins=self.available_plugins,
                 logger=self.logger.getChild(f"plugin.{entry.name}"),
                 plugin_name=entry.name,
+                transport=self.ambient.transport,
             )
 
     def _adapt_boot_tools(self) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from oracle_core._errors import CapabilityDeniedError, NotConfiguredError
 from oracle_core._frontend import FrontendService, LocalFrontendService
 from oracle_core._kv import KeyValueService
+from oracle_core._transports import TurnTransport
 from oracle_ucan import ability_covers, resource_covers
 
 if TYPE_CHECKING:
@@ -502,3 +503,5 @@ class AmbientServices:
     llm: LLMAccessor
     frontend: FrontendService = field(default_factory=LocalFrontendService)
     kv: KeyValueService | None = None
+    transport: TurnTransport | None = None
+    """Starts turns for plugins; ``None``: the runtime's own ``LocalTurnTransport``."""

@@ -59,6 +59,7 @@ from oracle_core import (
     PermissiveUcanService,
     ProviderLLM,
     SqliteKvBackend,
+    TurnTransport,
     UcanService,
     UnavailableMatrixService,
     create_runtime,
@@ -97,6 +98,7 @@ from oracle_server._turns.runlog.hub import HubRunLog
 from oracle_server._turns.runner import TurnRunner
 from oracle_server._turns.session_events import SessionAnnouncer
 from oracle_server._turns.titles import has_title_model
+from oracle_server._turns.transport import ServerTransport
 from oracle_server._workers.connection import HubConnection
 from oracle_server._workers.supervisor import WORKER_VARIABLES
 from oracle_ucan import ChainVerifier, default_resolver
@@ -221,6 +223,7 @@ async def create_oracle_app(
             if settings.matrix_active and not skip_matrix_init
             else None
         )
+        transport = ServerTransport()
         runtime = await boot_runtime(
             stack,
             config,
@@ -233,6 +236,7 @@ async def create_oracle_app(
             matrix=matrix,
             key=key,
             oracle_did=oracle_did,
+            transport=transport,
         )
         runner, bookkeeping = build_turns(
             stack, settings, runtime, replicas, persistence, events, matrix
@@ -254,6 +258,7 @@ async def create_oracle_app(
             matrix=matrix,
             announce=SessionAnnouncer(runtime, events),
         )
+        transport.bind(state, subscription_check)
         asgi = build_asgi_app(
             state,
             gateway,
@@ -437,9 +442,10 @@ async def boot_runtime(
     matrix: MatrixLayer | None,
     key: OracleKey,
     oracle_did: str,
+    transport: TurnTransport | None = None,
 ) -> OracleRuntime:
-    """The core runtime, with the server's services (the gateway runs frontend calls)
-    and checkpointers."""
+    """The core runtime, with the server's services (the gateway runs frontend calls,
+    ``transport`` starts plugins' turns) and checkpointers."""
     reauth = (
         None
         if matrix is None
@@ -461,6 +467,7 @@ async def boot_runtime(
     services = functools.partial(
         server_services,
         kv=kv,
+        transport=transport,
         blob_store=persistence.storage.blobs,
         matrix=matrix.service() if matrix is not None else UnavailableMatrixService(),
         ucan=ucan,
@@ -591,6 +598,7 @@ def server_services(
     events: EventSink,
     frontend: FrontendService,
     kv: KeyValueService | None = None,
+    transport: TurnTransport | None = None,
 ) -> AmbientServices:
     """The services every request reaches (CORE-43): the models come from the core
     environment the runtime validated."""
@@ -603,6 +611,7 @@ def server_services(
         llm=ProviderLLM(core),
         frontend=frontend,
         kv=kv,
+        transport=transport,
     )
 
 

@@ -66,11 +66,19 @@ class ServerState:
             return True
         return self.matrix.state == "loaded" and self.signer is not None
 
-    async def new_session(self, did: str) -> SessionRecord:
-        """Create an empty session of ``did``'s, titled ``Untitled``, with a fresh id."""
+    async def new_session(
+        self,
+        did: str,
+        *,
+        session_id: str | None = None,
+        room_id: str | None = None,
+        client: str = "portal",
+    ) -> SessionRecord:
+        """Create an empty session of ``did``'s, titled ``Untitled``: a fresh id unless
+        one is given (a transport's thread), in ``room_id`` when it has a room."""
         now = datetime.now(UTC)
         record = SessionRecord(
-            session_id=str(uuid.uuid4()),
+            session_id=session_id or str(uuid.uuid4()),
             user_did=did,
             title="Untitled",
             created_at=now,
@@ -78,6 +86,8 @@ class ServerState:
             oracle_name=self.oracle_name,
             oracle_did=self.oracle_did,
             oracle_entity_did=self.settings.oracle_entity_did,
+            room_id=room_id,
+            client=client,
         )
         created = await self.sessions.create(record)
         await self.announce_session(
