@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -326,3 +327,82 @@ def cutting_proxy() -> type[CuttingProxy]:
 def entity_registry() -> type[EntityRegistry]:
     """`EntityRegistry`, for test modules (which cannot import this one)."""
     return EntityRegistry
+
+
+@dataclass
+class SdkRun:
+    """What ``drive_sdk`` gives back: the driver's records, the proxied requests, and
+    what ``while_serving`` returned."""
+
+    driver: DriverRun
+    requests: list[ProxiedRequest]
+    served: Any = None
+
+
+DriveSdk = Callable[..., Awaitable[SdkRun]]
+
+
+@pytest.fixture(scope="module")
+def drive_sdk(run_driver: RunDriver) -> DriveSdk:
+    """``await drive_sdk(app, user, prompts=[...], **config)``: serve ``app`` behind the
+    proxy (``cut_after`` message frames, never by default) and the entity registry, give
+    the SDK a delegation of ``user`` to the oracle, run ``drive_sdk.mjs`` to its end and
+    fail the test, with its last records and stderr, when the driver failed.
+
+    ``config`` adds to the driver's (``browserTools``…). ``while_serving`` runs once the
+    driver ended, while the app still serves (its stores are closed afterwards).
+    """
+    from oracle_server.testing import serving
+    from oracle_ucan import delegate
+
+    async def drive(
+        app: Any,
+        user: Any,
+        *,
+        prompts: list[str],
+        cut_after: int = 10**9,
+        history_page_size: int = 10,
+        while_serving: Callable[[], Awaitable[Any]] | None = None,
+        **config: Any,
+    ) -> SdkRun:
+        oracle_did = app.state.oracle_did
+        expires = int(time.time()) + 3600
+        token = delegate(
+            user,
+            audience=oracle_did,
+            capabilities=[{"with": user.did(), "can": "*"}],
+            expiration=expires,
+        ).to_base64()
+        async with serving(app) as base_url:
+            port = int(base_url.rsplit(":", 1)[1])
+            async with (
+                CuttingProxy(port, cut_after=cut_after) as proxy,
+                EntityRegistry(oracle_did, api_url=proxy.base_url, ws_url=base_url) as registry,
+            ):
+                driver = await run_driver(
+                    {
+                        "oracleDid": oracle_did,
+                        "baseUrl": proxy.base_url,
+                        "wsUrl": base_url,
+                        "graphqlUrl": registry.graphql_url,
+                        "userDid": user.did(),
+                        "delegation": token,
+                        "delegationExpiresAt": expires * 1000,
+                        "prompts": prompts,
+                        "historyPageSize": history_page_size,
+                        "timeoutMs": 15_000,
+                        **config,
+                    }
+                )
+            served = None
+            if driver.returncode == 0 and while_serving is not None:
+                served = await while_serving()
+        if driver.returncode != 0:
+            pytest.fail(
+                f"sdk.driver_failed: drive_sdk.mjs exited {driver.returncode}; last "
+                f"records {driver.records[-3:]}\nstderr:\n{driver.stderr[-3000:]}",
+                pytrace=False,
+            )
+        return SdkRun(driver, list(proxy.requests), served)
+
+    return drive

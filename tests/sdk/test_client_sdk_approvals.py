@@ -4,7 +4,6 @@ must stay quiet, and a plain "yes" as the next message must run the call once.""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,8 +14,8 @@ from pydantic import BaseModel, ConfigDict
 
 from oracle_core import OraclePlugin, PluginContext, PluginTool, RuntimeContext, plugin_tool
 from oracle_server import create_oracle_app
-from oracle_server.testing import OpenAIDouble, Step, ToolCalls, serving
-from oracle_ucan import Ed25519Signer, delegate
+from oracle_server.testing import OpenAIDouble, Step, ToolCalls
+from oracle_ucan import Ed25519Signer
 
 PROMPTS = ["Forget what you know about tides.", "yes"]
 ANSWER = "Done: I forgot everything about tides."
@@ -65,12 +64,7 @@ class Scenario:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def scenario(
-    run_driver: Any,
-    cutting_proxy: Any,
-    entity_registry: Any,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Scenario:
+async def scenario(drive_sdk: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenario:
     data: Path = tmp_path_factory.mktemp("sdk-approval-oracle")
     user = Ed25519Signer.generate()
     plugin = ForgetPlugin()
@@ -83,45 +77,15 @@ async def scenario(
             discover_entry_points=False,
             skip_graceful_shutdown=True,
         )
-        oracle_did = app.state.oracle_did
-        expires = int(time.time()) + 3600
-        token = delegate(
-            user,
-            audience=oracle_did,
-            capabilities=[{"with": user.did(), "can": "*"}],
-            expiration=expires,
-        ).to_base64()
-        async with serving(app) as base_url:
-            port = int(base_url.rsplit(":", 1)[1])
-            async with (
-                cutting_proxy(port, cut_after=NEVER_CUT) as proxy,
-                entity_registry(oracle_did, api_url=proxy.base_url, ws_url=base_url) as registry,
-            ):
-                driver = await run_driver(
-                    {
-                        "oracleDid": oracle_did,
-                        "baseUrl": proxy.base_url,
-                        "wsUrl": base_url,
-                        "graphqlUrl": registry.graphql_url,
-                        "userDid": user.did(),
-                        "delegation": token,
-                        "delegationExpiresAt": expires * 1000,
-                        "prompts": PROMPTS,
-                        "historyPageSize": 10,
-                        "timeoutMs": 15_000,
-                    }
-                )
-            if driver.returncode != 0:
-                pytest.fail(
-                    f"sdk.driver_failed: drive_sdk.mjs exited {driver.returncode}; last "
-                    f"records {driver.records[-3:]}\nstderr:\n{driver.stderr[-3000:]}",
-                    pytrace=False,
-                )
-            approvals = [
+
+        async def approvals() -> list[dict[str, Any]]:
+            return [
                 record.to_wire() | {"via": record.decided_via}
                 for record in await app.state.storage.approvals.find(user.did())
             ]
-    return Scenario(driver, plugin.forgotten, approvals)
+
+        run = await drive_sdk(app, user, prompts=PROMPTS, while_serving=approvals)
+    return Scenario(run.driver, plugin.forgotten, run.served)
 
 
 def test_the_sdk_plays_both_turns_and_logs_nothing(scenario: Scenario) -> None:

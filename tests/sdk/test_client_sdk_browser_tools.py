@@ -10,7 +10,6 @@ arguments through unchanged.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,9 @@ import pytest_asyncio
 
 from oracle_plugins.portal import PortalPlugin
 from oracle_server import create_oracle_app
-from oracle_server.testing import ChatRequest, OpenAIDouble, ToolCalls, delegating, serving
-from oracle_ucan import Ed25519Signer, delegate
+from oracle_server.testing import ChatRequest, OpenAIDouble, ToolCalls, delegating
+from oracle_ucan import Ed25519Signer
 
-NEVER_CUT = 10**9
 TOOL = "open_page"
 DESCRIPTION = "Open a page of the user's workspace."
 ARGS = {"url": "https://example.org/reports"}
@@ -37,14 +35,8 @@ class Scenario:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def scenario(
-    run_driver: Any,
-    cutting_proxy: Any,
-    entity_registry: Any,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Scenario:
+async def scenario(drive_sdk: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenario:
     data: Path = tmp_path_factory.mktemp("sdk-portal-oracle")
-    user = Ed25519Signer.generate()
     steps = delegating(
         "portal",
         "call_portal_agent",
@@ -61,45 +53,14 @@ async def scenario(
             discover_entry_points=False,
             skip_graceful_shutdown=True,
         )
-        oracle_did = app.state.oracle_did
-        expires = int(time.time()) + 3600
-        token = delegate(
-            user,
-            audience=oracle_did,
-            capabilities=[{"with": user.did(), "can": "*"}],
-            expiration=expires,
-        ).to_base64()
-        async with serving(app) as base_url:
-            port = int(base_url.rsplit(":", 1)[1])
-            async with (
-                cutting_proxy(port, cut_after=NEVER_CUT) as proxy,
-                entity_registry(oracle_did, api_url=proxy.base_url, ws_url=base_url) as registry,
-            ):
-                driver = await run_driver(
-                    {
-                        "oracleDid": oracle_did,
-                        "baseUrl": proxy.base_url,
-                        "wsUrl": base_url,
-                        "graphqlUrl": registry.graphql_url,
-                        "userDid": user.did(),
-                        "delegation": token,
-                        "delegationExpiresAt": expires * 1000,
-                        "prompts": ["Open my reports page."],
-                        "historyPageSize": 10,
-                        "timeoutMs": 15_000,
-                        "browserTools": [
-                            {"toolName": TOOL, "description": DESCRIPTION, "result": RESULT}
-                        ],
-                    }
-                )
-            if driver.returncode != 0:
-                pytest.fail(
-                    f"sdk.driver_failed: drive_sdk.mjs exited {driver.returncode}; last "
-                    f"records {driver.records[-3:]}\nstderr:\n{driver.stderr[-3000:]}",
-                    pytrace=False,
-                )
+        run = await drive_sdk(
+            app,
+            Ed25519Signer.generate(),
+            prompts=["Open my reports page."],
+            browserTools=[{"toolName": TOOL, "description": DESCRIPTION, "result": RESULT}],
+        )
         requests = list(llm.requests)
-    return Scenario(driver, requests)
+    return Scenario(run.driver, requests)
 
 
 def test_the_sdk_runs_the_turn_and_logs_nothing(scenario: Scenario) -> None:

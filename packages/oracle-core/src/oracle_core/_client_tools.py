@@ -12,7 +12,7 @@ drop fails the whole tool.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from oracle_core._errors import OracleError
 from oracle_core._frontend import FrontendCallKind
-from oracle_core._tools import TOOL_NAME_RE, PluginTool
+from oracle_core._tools import TOOL_NAME_RE, PluginSubAgent, PluginTool
 
 if TYPE_CHECKING:
     from oracle_core._context import RuntimeContext
@@ -141,6 +141,27 @@ class ClientTools:
         if self.problems:
             # The count only: the names and schemas are the client's.
             rt_ctx.logger.warning("%s: %d client tool(s) refused", SCHEMA_CODE, len(self.problems))
+
+    def sub_agent(
+        self,
+        *,
+        name: str,
+        description: str,
+        system_prompt: Callable[[list[PluginTool]], str],
+        forward_tools: bool = False,
+    ) -> list[PluginSubAgent]:
+        """The sub-agent whose tools these are, or none when there are no tools."""
+        if not self.tools:
+            return []
+        return [
+            PluginSubAgent(
+                name=name,
+                description=description,
+                system_prompt=system_prompt(self.tools),
+                tools=self.tools,
+                forward_tools=forward_tools,
+            )
+        ]
 
 
 def frontend_tools(

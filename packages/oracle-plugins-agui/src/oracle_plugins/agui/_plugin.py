@@ -80,14 +80,9 @@ class AguiPlugin(OraclePlugin):
         """The AG-UI Agent over this message's actions, or nothing."""
         declared = frontend_tools("action", rt_ctx.history.state.get("ag_actions"))
         declared.report(rt_ctx)
-        if not declared.tools:
-            return []
-        return [
-            PluginSubAgent(
-                name=SUB_AGENT_NAME,
-                description=DESCRIPTION,
-                system_prompt=_prompt(declared.tools),
-                tools=declared.tools,
-                forward_tools=True,
-            )
-        ]
+        return declared.sub_agent(
+            name=SUB_AGENT_NAME,
+            description=DESCRIPTION,
+            system_prompt=_prompt,
+            forward_tools=True,
+        )

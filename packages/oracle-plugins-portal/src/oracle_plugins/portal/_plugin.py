@@ -83,13 +83,8 @@ class PortalPlugin(OraclePlugin):
         """The Portal Agent over this message's browser tools, or nothing."""
         declared = frontend_tools("browser_tool", rt_ctx.history.state.get("browser_tools"))
         declared.report(rt_ctx)
-        if not declared.tools:
-            return []
-        return [
-            PluginSubAgent(
-                name=SUB_AGENT_NAME,
-                description=DESCRIPTION,
-                system_prompt=_prompt(declared.tools),
-                tools=declared.tools,
-            )
-        ]
+        return declared.sub_agent(
+            name=SUB_AGENT_NAME,
+            description=DESCRIPTION,
+            system_prompt=_prompt,
+        )
