@@ -169,6 +169,9 @@ from oracle_core._state import MESSAGES_SNAPSHOT_FREQUENCY, MainAgentState, Read
 from oracle_core._subagents import create_summarization_middleware
 from oracle_core._tokens import count_prompt_tokens, count_tokens
 from oracle_core._tools import (
+    TOOL_NAME_RE as TOOL_NAME_PATTERN,
+)
+from oracle_core._tools import (
     Effect,
     ModelRole,
     PluginCapability,
@@ -208,6 +211,7 @@ __all__ = [
     "ROUTE_RUNTIME_APP_STATE",
     "ROUTE_USER_SCOPE_STATE",
     "SESSION_EVENT_KINDS",
+    "TOOL_NAME_PATTERN",
     "AbortSignal",
     "Accessor",
     "AmbientServices",

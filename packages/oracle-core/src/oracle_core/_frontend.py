@@ -76,6 +76,32 @@ class FrontendCallError(OracleError):
 
     code = "frontend.failed"
 
+    @classmethod
+    def timed_out(cls, kind: FrontendCallKind, name: str, timeout_ms: int) -> FrontendCallError:
+        """No answer in time (``frontend.timeout``): the outcome is unknown."""
+        return cls(
+            f"{CALL_LABELS[kind]} timeout after {timeout_ms}ms: {name}. {UNKNOWN_OUTCOME}",
+            code="frontend.timeout",
+        )
+
+    @classmethod
+    def no_client(cls, kind: FrontendCallKind, name: str) -> FrontendCallError:
+        """No client of the session is connected (``ws.no_client``): it never ran."""
+        noun = "browser tool" if kind == "browser_tool" else CALL_LABELS[kind]
+        return cls(
+            f"ws.no_client: no client of this session is connected, so the {noun} {name!r} "
+            "did not run.",
+            code="ws.no_client",
+        )
+
+    @classmethod
+    def client_gone(cls) -> FrontendCallError:
+        """The client left before it answered (``ws.client_gone``): outcome unknown."""
+        return cls(
+            f"ws.client_gone: the client disconnected before it answered. {UNKNOWN_OUTCOME}",
+            code="ws.client_gone",
+        )
+
 
 @dataclass(frozen=True)
 class FrontendCall:
@@ -146,24 +172,6 @@ def new_frontend_call_id(kind: FrontendCallKind, request_id: str | None) -> str:
     prefix = "ag" if kind == "action" else "tc"
     request = _REQUEST_ID_CHARS.sub("", request_id or "")[:64] or "noreq"
     return f"{prefix}_{request}_{secrets.token_hex(4)}"
-
-
-def timeout_error(kind: FrontendCallKind, name: str, timeout_ms: int) -> FrontendCallError:
-    """The error of a call that got no answer in time."""
-    return FrontendCallError(
-        f"{CALL_LABELS[kind]} timeout after {timeout_ms}ms: {name}. {UNKNOWN_OUTCOME}",
-        code="frontend.timeout",
-    )
-
-
-def no_client_error(kind: FrontendCallKind, name: str) -> FrontendCallError:
-    """The error of a call made while no client of the session is connected."""
-    noun = "browser tool" if kind == "browser_tool" else CALL_LABELS[kind]
-    return FrontendCallError(
-        f"ws.no_client: no client of this session is connected, so the {noun} {name!r} "
-        "did not run.",
-        code="ws.no_client",
-    )
 
 
 class FrontendAccessor(Protocol):
@@ -238,13 +246,13 @@ class LocalFrontendService:
     async def run(self, call: FrontendCall, wait: float | None) -> Any:
         stack = self._responders.get(call.session_id)
         if not stack:
-            raise no_client_error(call.kind, call.name)
+            raise FrontendCallError.no_client(call.kind, call.name)
         responder = stack[-1]
         limit = self.timeout_seconds if wait is None else wait
         try:
             answer = await asyncio.wait_for(responder(call), limit)
         except TimeoutError:
-            raise timeout_error(call.kind, call.name, round(limit * 1000)) from None
+            raise FrontendCallError.timed_out(call.kind, call.name, round(limit * 1000)) from None
         outcome = frontend_outcome(call.kind, answer if isinstance(answer, Mapping) else {})
         if outcome.error is not None:
             raise FrontendCallError(outcome.error)

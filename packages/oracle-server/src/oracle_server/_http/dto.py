@@ -13,8 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from oracle_core import ClientSchemaError, client_args_model
-from oracle_core._tools import TOOL_NAME_RE
+from oracle_core import TOOL_NAME_PATTERN, ClientSchemaError, client_args_model
 
 __all__ = [
     "AbortDto",
@@ -88,7 +87,7 @@ class _ClientToolDto(_Dto):
     @field_validator("name")
     @classmethod
     def _tool_name(cls, value: str) -> str:
-        if not TOOL_NAME_RE.fullmatch(value):
+        if not TOOL_NAME_PATTERN.fullmatch(value):
             raise ValueError("a tool name is 1 to 64 letters, digits, _ or -")
         return value
 

@@ -40,7 +40,6 @@ from oracle_core import (
     UserInfo,
     frontend_outcome,
 )
-from oracle_core._frontend import UNKNOWN_OUTCOME, no_client_error, timeout_error
 from oracle_server._auth.authenticator import Authenticator
 from oracle_server._errors import HTTPError
 from oracle_server._http.ratelimit import RateLimiter
@@ -382,7 +381,7 @@ class SocketGateway:
             raise FrontendCallError(SHUTTING_DOWN, code="frontend.shutting_down")
         target = self._rooms.target(session_id, request_id=request_id, socket_id=socket_id)
         if target is None and not self._shared_rooms:
-            raise no_client_error(kind, tool_name)
+            raise FrontendCallError.no_client(kind, tool_name)
         limit = timeout_ms or self.settings.frontend_tool_timeout_ms
         call_id, future = self._pending.open(session_id, kind, target, request_id)
         payload = {"sessionId": session_id, "requestId": call_id, "toolCallId": call_id, **fields}
@@ -395,7 +394,7 @@ class SocketGateway:
                 await self.sio.emit(event, payload, to=target, ignore_queue=True)
             return await asyncio.wait_for(future, limit / 1000)
         except TimeoutError:
-            raise timeout_error(kind, tool_name, limit) from None
+            raise FrontendCallError.timed_out(kind, tool_name, limit) from None
         finally:
             self._pending.close(call_id)
 
@@ -477,9 +476,7 @@ class SocketGateway:
         bound = self._sockets.pop(sid, None)
         if bound is None:
             return
-        self._pending.fail_socket(
-            sid, f"ws.client_gone: the client disconnected before it answered. {UNKNOWN_OUTCOME}"
-        )
+        self._pending.fail_socket(sid, FrontendCallError.client_gone().message)
         if not self._rooms.remove(sid):
             return
         logger.debug("session %s is idle: its last socket disconnected", bound.session_id)
