@@ -12,6 +12,8 @@
   while the oracle keeps running the turn.
 - `EntityRegistry`: Blocksync's GraphQL endpoint answering the one query the SDK sends at
   mount (``GetEntityById``), with the oracle's service URLs.
+- `drive_sdk`: all of the above around one served app: ``await drive_sdk(app, user,
+  prompts=[...])`` runs the scenario through the proxy and returns an `SdkRun`.
 """
 
 from __future__ import annotations
@@ -317,25 +319,17 @@ class EntityRegistry(LoopbackServer):
         return JSONResponse({"data": {"entity": entity}})
 
 
-@pytest.fixture(scope="session")
-def cutting_proxy() -> type[CuttingProxy]:
-    """`CuttingProxy`, for test modules (which cannot import this one)."""
-    return CuttingProxy
-
-
-@pytest.fixture(scope="session")
-def entity_registry() -> type[EntityRegistry]:
-    """`EntityRegistry`, for test modules (which cannot import this one)."""
-    return EntityRegistry
-
-
 @dataclass
 class SdkRun:
-    """What ``drive_sdk`` gives back: the driver's records, the proxied requests, and
-    what ``while_serving`` returned."""
+    """What ``drive_sdk`` gives back: the driver's records, the proxied requests (and the
+    one cut), the registry's queries, the delegation handed over, and what
+    ``while_serving`` returned."""
 
     driver: DriverRun
     requests: list[ProxiedRequest]
+    cut: ProxiedRequest | None
+    entity_queries: list[tuple[str, dict[str, Any]]]
+    delegation: str
     served: Any = None
 
 
@@ -350,7 +344,8 @@ def drive_sdk(run_driver: RunDriver) -> DriveSdk:
     fail the test, with its last records and stderr, when the driver failed.
 
     ``config`` adds to the driver's (``browserTools``…). ``while_serving`` runs once the
-    driver ended, while the app still serves (its stores are closed afterwards).
+    driver ended, with the driver's run, while the app still serves (its stores are closed
+    afterwards).
     """
     from oracle_server.testing import serving
     from oracle_ucan import delegate
@@ -362,7 +357,7 @@ def drive_sdk(run_driver: RunDriver) -> DriveSdk:
         prompts: list[str],
         cut_after: int = 10**9,
         history_page_size: int = 10,
-        while_serving: Callable[[], Awaitable[Any]] | None = None,
+        while_serving: Callable[[DriverRun], Awaitable[Any]] | None = None,
         **config: Any,
     ) -> SdkRun:
         oracle_did = app.state.oracle_did
@@ -396,13 +391,20 @@ def drive_sdk(run_driver: RunDriver) -> DriveSdk:
                 )
             served = None
             if driver.returncode == 0 and while_serving is not None:
-                served = await while_serving()
+                served = await while_serving(driver)
         if driver.returncode != 0:
             pytest.fail(
                 f"sdk.driver_failed: drive_sdk.mjs exited {driver.returncode}; last "
                 f"records {driver.records[-3:]}\nstderr:\n{driver.stderr[-3000:]}",
                 pytrace=False,
             )
-        return SdkRun(driver, list(proxy.requests), served)
+        return SdkRun(
+            driver,
+            list(proxy.requests),
+            proxy.cut_request,
+            list(registry.queries),
+            token,
+            served,
+        )
 
     return drive

@@ -10,7 +10,6 @@ against what the SDK's hooks exposed and what the server saw.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,9 +28,8 @@ from oracle_server.testing import (
     SseEvent,
     Step,
     ToolCalls,
-    serving,
 )
-from oracle_ucan import Ed25519Signer, delegate
+from oracle_ucan import Ed25519Signer
 
 # Fixture types live in conftest.py, which test modules cannot import (importlib mode).
 DriverRun = Any
@@ -113,12 +111,7 @@ class Scenario:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def scenario(
-    run_driver: Any,
-    cutting_proxy: Any,
-    entity_registry: Any,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Scenario:
+async def scenario(drive_sdk: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenario:
     """The SDK's scenario against a served oracle, through the proxy; then the facts."""
     data: Path = tmp_path_factory.mktemp("sdk-oracle")
     user = Ed25519Signer.generate()
@@ -138,39 +131,8 @@ async def scenario(
             skip_graceful_shutdown=True,
         )
         oracle_did = app.state.oracle_did
-        expires = int(time.time()) + 3600
-        token = delegate(
-            user,
-            audience=oracle_did,
-            capabilities=[{"with": user.did(), "can": "*"}],
-            expiration=expires,
-        ).to_base64()
-        async with serving(app) as base_url:
-            port = int(base_url.rsplit(":", 1)[1])
-            async with (
-                cutting_proxy(port, cut_after=CUT_AFTER_MESSAGES) as proxy,
-                entity_registry(oracle_did, api_url=proxy.base_url, ws_url=base_url) as registry,
-            ):
-                driver = await run_driver(
-                    {
-                        "oracleDid": oracle_did,
-                        "baseUrl": proxy.base_url,
-                        "wsUrl": base_url,
-                        "graphqlUrl": registry.graphql_url,
-                        "userDid": user.did(),
-                        "delegation": token,
-                        "delegationExpiresAt": expires * 1000,
-                        "prompts": PROMPTS,
-                        "historyPageSize": PAGE_SIZE,
-                        "timeoutMs": 15_000,
-                    }
-                )
-            if driver.returncode != 0:
-                pytest.fail(
-                    f"sdk.driver_failed: drive_sdk.mjs exited {driver.returncode}; last "
-                    f"records {driver.records[-3:]}\nstderr:\n{driver.stderr[-3000:]}",
-                    pytrace=False,
-                )
+
+        async def server_side(driver: DriverRun) -> tuple[list[Run], bool]:
             runs = []  # in the order they were created
             log = app.state.runner.runs
             assert isinstance(log, MemoryRunLog)
@@ -183,7 +145,18 @@ async def scenario(
                     events += parser.feed(event.to_sse().decode())
                 runs.append(Run(run_id, info.session_id, info.request_id, info.status, events))
             session_id = driver.step("created")["session"]["sessionId"]
-            session_kept = await app.state.sessions.get(user.did(), session_id) is not None
+            kept = await app.state.sessions.get(user.did(), session_id) is not None
+            return runs, kept
+
+        sdk = await drive_sdk(
+            app,
+            user,
+            prompts=PROMPTS,
+            cut_after=CUT_AFTER_MESSAGES,
+            history_page_size=PAGE_SIZE,
+            while_serving=server_side,
+        )
+        runs, session_kept = sdk.served
         # The model request after the tool call: it carries the tool's result.
         tool_results = [
             str(message.get("content"))
@@ -191,14 +164,14 @@ async def scenario(
             if message.get("role") == "tool"
         ]
     return Scenario(
-        driver=driver,
-        requests=list(proxy.requests),
-        cut=proxy.cut_request,
+        driver=sdk.driver,
+        requests=sdk.requests,
+        cut=sdk.cut,
         runs=runs,
         session_kept=session_kept,
-        entity_queries=list(registry.queries),
+        entity_queries=sdk.entity_queries,
         oracle_did=oracle_did,
-        delegation=token,
+        delegation=sdk.delegation,
         tool_results=tool_results,
     )
 

@@ -78,7 +78,7 @@ async def scenario(drive_sdk: Any, tmp_path_factory: pytest.TempPathFactory) -> 
             skip_graceful_shutdown=True,
         )
 
-        async def approvals() -> list[dict[str, Any]]:
+        async def approvals(driver: Any) -> list[dict[str, Any]]:
             return [
                 record.to_wire() | {"via": record.decided_via}
                 for record in await app.state.storage.approvals.find(user.did())
