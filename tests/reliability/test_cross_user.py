@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from oracle_core import UserInfo
 from oracle_server import OracleApp, create_oracle_app
 from oracle_server._socket.protocol import CLIENT_EVENTS
 from oracle_server.testing import (
@@ -35,6 +36,8 @@ from oracle_ucan import Ed25519Signer, delegate
 A_MESSAGE = "A's private question about her own affairs"
 A_REPLY = "A private answer meant for A alone"
 B_MESSAGE = "B tries to post into A's session"
+A_SECRET_NAME = "A_PRIVATE_TOKEN"
+A_SECRET = "a-secret-token-value-0042"
 
 
 @pytest.fixture
@@ -72,6 +75,8 @@ class World:
             "message": B_MESSAGE,
             "path": "swagger-ui.css",
             "multitaskStrategy": "rollback",
+            "name": A_SECRET_NAME,
+            "value": "B overwrites A's secret",
         }
         return by_name.get(name, "x")
 
@@ -125,6 +130,7 @@ async def a_snapshot(client: httpx.AsyncClient, a: dict[str, str], world: World)
         "history": (await client.get(f"/messages/{world.session_id}", headers=a)).json(),
         "delegation": (await client.get("/delegation", headers=a)).json(),
         "preferences": (await client.get("/user-preferences", headers=a)).json(),
+        "secrets": (await client.get("/secrets", headers=a)).json(),
     }
 
 
@@ -146,6 +152,9 @@ async def test_user_b_reaches_nothing_of_user_a_on_any_route(
         stored = await client.post("/delegation", headers=a, json={"raw": a_delegation})
         assert stored.is_success, stored.text
         world.delegation = a_delegation
+        kept = await client.put(f"/secrets/{A_SECRET_NAME}", headers=a, json={"value": A_SECRET})
+        assert kept.is_success, kept.text
+        secrets = app.state.runtime.ambient.secrets.for_user(UserInfo(did=user_a.did()))
         before = await a_snapshot(client, a, world)
         assert A_MESSAGE in json.dumps(before["history"])  # there is something to leak
         document = (await client.get("/openapi.json")).json()
@@ -163,13 +172,15 @@ async def test_user_b_reaches_nothing_of_user_a_on_any_route(
                 called.append(label)
                 assert response.status_code < 500, (label, response.status_code, response.text)
                 text = response.text
-                for secret in (A_MESSAGE, A_REPLY, a_delegation):
+                for secret in (A_MESSAGE, A_REPLY, a_delegation, A_SECRET):
                     assert secret not in text, (label, "leaked A's data")
                 if "{sessionId}" in path or "{runId}" in path:
                     assert response.status_code in (403, 404), (label, response.status_code)
 
         after = await a_snapshot(client, a, world)
+        a_values = await secrets.get_values([A_SECRET_NAME])
     assert after == before  # B changed nothing of A's
+    assert a_values == {A_SECRET_NAME: A_SECRET}
     # The generated calls covered the document, A's ids included.
     assert "DELETE /sessions/{sessionId}" in called
     assert "GET /runs/{runId}" in called

@@ -22,11 +22,12 @@ from oracle_core import (
     RecordingEventSink,
     SecretIndexEntry,
     ServiceUnavailableError,
+    SqliteSecretsService,
     UcanAccessor,
     UserInfo,
     create_runtime,
 )
-from oracle_core._services import UnavailableMatrixService
+from oracle_core._matrix import LocalMatrixService, UnavailableMatrixService
 
 # --- fixtures -------------------------------------------------------------------------
 
@@ -405,9 +406,15 @@ async def test_local_backend_boots_with_local_services(
         ambient = runtime.ambient
         user = UserInfo(did=ALICE)
         assert isinstance(ambient.blob_store, InMemoryBlobStore)
-        assert isinstance(ambient.secrets, LocalSecretsService)
+        assert isinstance(ambient.secrets, SqliteSecretsService)
         assert await ambient.secrets.for_user(user).get_index() == []
-        assert isinstance(ambient.matrix, UnavailableMatrixService)
+        await ambient.secrets.for_user(user).put("API_KEY", "v")
+        assert (tmp_path / "user_secrets.db").exists()
+        # Matrix is the local store: plugins' rooms work, but there is no "user's room"
+        # (that one belongs to the IXO client), so user-room data falls back locally.
+        assert isinstance(ambient.matrix, LocalMatrixService)
+        with pytest.raises(NotConfiguredError):
+            await ambient.matrix.for_user(user).user_room_id()
         ucan = ambient.ucan.for_user(user)
         assert ucan.has_capability("anything", "*") is True
         assert ucan.has_signing_key() is False

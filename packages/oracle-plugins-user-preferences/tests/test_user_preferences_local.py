@@ -144,35 +144,14 @@ async def test_an_unreadable_row_reads_as_none(tmp_path: Path) -> None:
 
 
 class StartingMatrix:
-    """A user's Matrix accessor while the server's Matrix layer is still starting."""
+    """A user's Matrix accessor while the server's Matrix layer is still starting: every
+    operation raises ``ServiceUnavailableError``."""
 
-    def _not_ready(self) -> ServiceUnavailableError:
-        return ServiceUnavailableError("Matrix is not ready", hint="the layer is starting")
+    def __getattr__(self, name: str) -> Any:
+        async def not_ready(*_args: Any, **_kwargs: Any) -> Any:
+            raise ServiceUnavailableError("Matrix is not ready", hint="the layer is starting")
 
-    async def post_to_room(self, room_id: str, content: Mapping[str, Any]) -> str:
-        raise self._not_ready()
-
-    async def send_event(self, room_id: str, event_type: str, content: Mapping[str, Any]) -> str:
-        raise self._not_ready()
-
-    async def get_room_state(self, room_id: str) -> list[dict[str, Any]]:
-        raise self._not_ready()
-
-    async def get_event_by_id(self, room_id: str, event_id: str) -> dict[str, Any] | None:
-        raise self._not_ready()
-
-    async def user_room_id(self) -> str | None:
-        raise self._not_ready()
-
-    async def get_state_event(
-        self, room_id: str, event_type: str, state_key: str = ""
-    ) -> dict[str, Any] | None:
-        raise self._not_ready()
-
-    async def set_state_event(
-        self, room_id: str, event_type: str, content: Mapping[str, Any], state_key: str = ""
-    ) -> str:
-        raise self._not_ready()
+        return not_ready
 
 
 IXO_CONFIG = {"ORACLE_BACKEND": "ixo", "MATRIX_BASE_URL": "http://127.0.0.1:9"}

@@ -18,14 +18,14 @@ from typing_extensions import TypeVar
 
 from oracle_core._frontend import FrontendAccessor
 from oracle_core._kv import KeyValueAccessor
+from oracle_core._matrix import MatrixAccessor
 from oracle_core._policy import ToolPolicy
+from oracle_core._secrets import SecretsAccessor
 from oracle_core._services import (
     BlobStore,
     EventSink,
     LLMAccessor,
-    MatrixAccessor,
     OracleEvent,
-    SecretsAccessor,
     UcanAccessor,
 )
 from oracle_core._state import Client, ReadonlyState

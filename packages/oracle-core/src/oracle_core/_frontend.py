@@ -28,7 +28,7 @@ from oracle_core._errors import NotConfiguredError, OracleError
 
 if TYPE_CHECKING:
     from oracle_core._context import SessionInfo, UserInfo
-    from oracle_core._services import MatrixAccessor
+    from oracle_core._matrix import MatrixAccessor
 
 __all__ = [
     "ACTION_LOG_EVENT_TYPE",

@@ -245,12 +245,7 @@ class SqliteKvBackend:
         if self._db is None:
             from oracle_core._sqlite_connection import connect_sqlite
 
-            if isinstance(self._path, Path):
-                self._path.parent.mkdir(parents=True, exist_ok=True)
-            db = await connect_sqlite(self._path)
-            await db.executescript(_SCHEMA)
-            await db.commit()
-            self._db = db
+            self._db = await connect_sqlite(self._path, schema=_SCHEMA)
         return self._db
 
     async def get(self, user: str, namespace: str, key: str, now: float) -> bytes | None:

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -52,6 +53,7 @@ from oracle_core._errors import OracleBootError
 from oracle_core._hookcall import MISSING, HookCaller
 from oracle_core._hooks import MainAgentHooks
 from oracle_core._kv import KeyValueService, SqliteKvBackend
+from oracle_core._matrix import LocalMatrixService
 from oracle_core._middleware.chain import fold_wrap_only
 from oracle_core._plugin import OraclePlugin, check_plugin_object
 from oracle_core._policy import ToolPolicy
@@ -67,13 +69,12 @@ from oracle_core._resolution import (
     dedupe_candidates,
     resolve,
 )
+from oracle_core._secrets import SqliteSecretsService
 from oracle_core._services import (
     AmbientServices,
     InMemoryBlobStore,
-    LocalSecretsService,
     LoggingEventSink,
     PermissiveUcanService,
-    UnavailableMatrixService,
 )
 from oracle_core._session_events import SessionEvent
 from oracle_core._state import MainAgentState
@@ -599,10 +600,14 @@ class OracleRuntime:
         core = self.composed.core
         kv = KeyValueService(SqliteKvBackend(os.path.join(core.sqlite_path, "plugin_kv.db")))
         self._stack.push_async_callback(kv.aclose)
+        matrix = LocalMatrixService(Path(core.sqlite_path) / "matrix.db")
+        self._stack.push_async_callback(matrix.aclose)
+        secrets = SqliteSecretsService(Path(core.sqlite_path) / "user_secrets.db")
+        self._stack.push_async_callback(secrets.aclose)
         return AmbientServices(
-            secrets=LocalSecretsService(),
+            secrets=secrets,
             blob_store=InMemoryBlobStore(),
-            matrix=UnavailableMatrixService(),
+            matrix=matrix,
             ucan=PermissiveUcanService(),
             events=LoggingEventSink(self.logger.getChild("events")),
             llm=ProviderLLM(core),

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from oracle_core._errors import CapabilityDeniedError, NotConfiguredError
 from oracle_core._frontend import FrontendService, LocalFrontendService
 from oracle_core._kv import KeyValueService
+from oracle_core._matrix import MatrixService
+from oracle_core._secrets import SecretsService
 from oracle_core._transports import TurnTransport
 from oracle_ucan import ability_covers, resource_covers
 
@@ -33,19 +35,12 @@ __all__ = [
     "EventSink",
     "InMemoryBlobStore",
     "LLMAccessor",
-    "LocalSecretsService",
     "LoggingEventSink",
-    "MatrixAccessor",
-    "MatrixService",
     "OracleEvent",
     "PermissiveUcanService",
     "RecordingEventSink",
-    "SecretIndexEntry",
-    "SecretsAccessor",
-    "SecretsService",
     "UcanAccessor",
     "UcanService",
-    "UnavailableMatrixService",
 ]
 
 BLOB_ID_RE = re.compile(r"^blob_[0-9a-f]{16}$")
@@ -62,61 +57,6 @@ EVENT_NAMES: tuple[str, ...] = (
     "message_cache_invalidation",
     "warning",
 )
-
-
-# --- secrets -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SecretIndexEntry:
-    """A secret's name and metadata; never its value."""
-
-    name: str
-    description: str | None = None
-    updated_at: str | None = None
-
-
-class SecretsAccessor(Protocol):
-    """A user's secrets, as a request sees them."""
-
-    async def get_index(self) -> list[SecretIndexEntry]:
-        """Names and metadata of the user's secrets (no values)."""
-        ...
-
-    async def get_values(self, keys: Sequence[str]) -> dict[str, str]:
-        """Values for ``keys``; unknown keys are left out."""
-        ...
-
-
-class SecretsService(Protocol):
-    """Gives each user their own secrets accessor."""
-
-    def for_user(self, user: UserInfo) -> SecretsAccessor:
-        """The accessor scoped to ``user``."""
-        ...
-
-
-@dataclass
-class _StaticSecrets:
-    values: Mapping[str, str]
-
-    async def get_index(self) -> list[SecretIndexEntry]:
-        return [SecretIndexEntry(name=name) for name in sorted(self.values)]
-
-    async def get_values(self, keys: Sequence[str]) -> dict[str, str]:
-        return {k: self.values[k] for k in keys if k in self.values}
-
-
-@dataclass
-class LocalSecretsService:
-    """Local secrets: per-user values given in memory; empty by default (CORE-49)."""
-
-    values_by_user: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    shared_values: Mapping[str, str] = field(default_factory=dict)
-
-    def for_user(self, user: UserInfo) -> SecretsAccessor:
-        values = {**self.shared_values, **self.values_by_user.get(user.did, {})}
-        return _StaticSecrets(values)
 
 
 # --- blob store ----------------------------------------------------------------------
@@ -186,107 +126,6 @@ class InMemoryBlobStore:
     def _evict(self, now: float) -> None:
         for blob_id in [b for b, blob in self._blobs.items() if blob.expires_at <= now]:
             del self._blobs[blob_id]
-
-
-# --- matrix --------------------------------------------------------------------------
-
-
-class MatrixAccessor(Protocol):
-    """Scoped Matrix operations; plugins never get the raw client.
-
-    Every operation may raise ``NotConfiguredError`` when this oracle has no Matrix
-    (``ORACLE_BACKEND=local``) and ``ServiceUnavailableError`` when Matrix is configured
-    but cannot be reached right now.
-    """
-
-    async def post_to_room(self, room_id: str, content: Mapping[str, Any]) -> str:
-        """Post an ``m.room.message`` and return its event id."""
-        ...
-
-    async def send_event(self, room_id: str, event_type: str, content: Mapping[str, Any]) -> str:
-        """Send a timeline event of any type (``ixo.action.log``…); its event id."""
-        ...
-
-    async def get_room_state(self, room_id: str) -> list[dict[str, Any]]:
-        """The room's current state events."""
-        ...
-
-    async def get_event_by_id(self, room_id: str, event_id: str) -> dict[str, Any] | None:
-        """One event of the room, or ``None``."""
-        ...
-
-    async def user_room_id(self) -> str | None:
-        """The room between this user and the oracle, or ``None`` when there is none."""
-        ...
-
-    async def get_state_event(
-        self, room_id: str, event_type: str, state_key: str = ""
-    ) -> dict[str, Any] | None:
-        """The content of one state event, or ``None`` when the room has none."""
-        ...
-
-    async def set_state_event(
-        self, room_id: str, event_type: str, content: Mapping[str, Any], state_key: str = ""
-    ) -> str:
-        """Set a state event; its event id."""
-        ...
-
-
-class MatrixService(Protocol):
-    """Gives each user a Matrix accessor."""
-
-    def for_user(self, user: UserInfo) -> MatrixAccessor:
-        """The accessor scoped to ``user``."""
-        ...
-
-
-class _UnavailableMatrix:
-    def _fail(self) -> NotConfiguredError:
-        # "Off", not "down": plugins with a local fallback switch to it on this error,
-        # while ServiceUnavailableError stays reserved for a configured Matrix that
-        # cannot be reached right now.
-        return NotConfiguredError(
-            "Matrix is not configured for this oracle",
-            hint="set ORACLE_BACKEND=ixo and the MATRIX_* variables to use Matrix",
-        )
-
-    async def post_to_room(self, room_id: str, content: Mapping[str, Any]) -> str:
-        raise self._fail()
-
-    async def send_event(self, room_id: str, event_type: str, content: Mapping[str, Any]) -> str:
-        raise self._fail()
-
-    async def get_room_state(self, room_id: str) -> list[dict[str, Any]]:
-        raise self._fail()
-
-    async def get_event_by_id(self, room_id: str, event_id: str) -> dict[str, Any] | None:
-        raise self._fail()
-
-    async def user_room_id(self) -> str | None:
-        raise self._fail()
-
-    async def get_state_event(
-        self, room_id: str, event_type: str, state_key: str = ""
-    ) -> dict[str, Any] | None:
-        raise self._fail()
-
-    async def set_state_event(
-        self, room_id: str, event_type: str, content: Mapping[str, Any], state_key: str = ""
-    ) -> str:
-        raise self._fail()
-
-
-class UnavailableMatrixService:
-    """No Matrix (``ORACLE_BACKEND=local``, or Matrix turned off).
-
-    Every operation raises ``NotConfiguredError`` (code ``service.not_configured``):
-    Matrix is off, and retrying will not help. A server's Matrix layer that is
-    configured but not reachable yet raises ``ServiceUnavailableError`` instead, so a
-    plugin can tell "off" (use a local fallback) from "down" (degrade for now).
-    """
-
-    def for_user(self, user: UserInfo) -> MatrixAccessor:
-        return _UnavailableMatrix()
 
 
 # --- UCAN ----------------------------------------------------------------------------

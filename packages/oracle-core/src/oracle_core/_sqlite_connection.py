@@ -160,9 +160,20 @@ class PooledConnection(aiosqlite.Connection):
             self.stop()
 
 
-async def connect_sqlite(path: Path | str) -> PooledConnection:
-    """Open the SQLite file at ``path`` on the shared threads."""
-    connection = PooledConnection(
+async def connect_sqlite(path: Path | str, *, schema: str | None = None) -> PooledConnection:
+    """Open the SQLite file at ``path`` on the shared threads.
+
+    Args:
+        path: The file (its folder is made when missing), or ``:memory:``.
+        schema: A script run (and committed) once the file is open: ``CREATE … IF NOT
+            EXISTS`` statements of the store using it.
+    """
+    if isinstance(path, Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    connection = await PooledConnection(
         functools.partial(sqlite3.connect, str(path), check_same_thread=False)
     )
-    return await connection
+    if schema is not None:
+        await connection.executescript(schema)
+        await connection.commit()
+    return connection

@@ -49,6 +49,7 @@ from oracle_core import (
     KeyValueService,
     KvBackend,
     KvLimits,
+    LocalMatrixService,
     LocalSecretsService,
     MainAgentHooks,
     MatrixService,
@@ -58,7 +59,9 @@ from oracle_core import (
     OracleRuntime,
     PermissiveUcanService,
     ProviderLLM,
+    SecretsService,
     SqliteKvBackend,
+    SqliteSecretsService,
     TurnTransport,
     UcanService,
     UnavailableMatrixService,
@@ -469,7 +472,8 @@ async def boot_runtime(
         kv=kv,
         transport=transport,
         blob_store=persistence.storage.blobs,
-        matrix=matrix.service() if matrix is not None else UnavailableMatrixService(),
+        matrix=plugin_matrix(stack, settings, matrix),
+        secrets=user_secrets(stack, settings, matrix),
         ucan=ucan,
         events=events,
         frontend=gateway,
@@ -513,13 +517,14 @@ def build_turns(
 ) -> tuple[TurnRunner, TurnBookkeeping]:
     """The turn runner (one turn per session, each a run in the run log), what follows
     each turn, and the wiring of aborts and Matrix messages to it."""
+    announce = SessionAnnouncer(runtime, events)
     bookkeeping = TurnBookkeeping(
         persistence.sessions,
         events,
         runtime.ambient.llm,
         title_model=has_title_model(settings),
         matrix=matrix,
-        announce=SessionAnnouncer(runtime, events),
+        announce=announce,
     )
     runner = TurnRunner(
         runtime,
@@ -545,6 +550,7 @@ def build_turns(
             on_status=runtime.emit_status_change,
             on_error=runtime.report_error,
             start_turn=runner.start,
+            announce=announce,
         )
     stack.push_async_callback(_closing("post-turn work", bookkeeping.finish))
     drain = functools.partial(runner.drain, float(settings.shutdown_drain_seconds))
@@ -594,6 +600,7 @@ def server_services(
     *,
     blob_store: BlobStore,
     matrix: MatrixService,
+    secrets: SecretsService,
     ucan: UcanService,
     events: EventSink,
     frontend: FrontendService,
@@ -603,7 +610,7 @@ def server_services(
     """The services every request reaches (CORE-43): the models come from the core
     environment the runtime validated."""
     return AmbientServices(
-        secrets=LocalSecretsService(),
+        secrets=secrets,
         blob_store=blob_store,
         matrix=matrix,
         ucan=ucan,
@@ -619,6 +626,35 @@ async def _session_strategy(sessions: Sessions, user_did: str, session_id: str) 
     """The session's own double-texting policy, for turns that did not bring one."""
     record = await sessions.get(user_did, session_id)
     return None if record is None else record.multitask_strategy
+
+
+def plugin_matrix(
+    stack: AsyncExitStack, settings: ServerSettings, matrix: MatrixLayer | None
+) -> MatrixService:
+    """``rt_ctx.matrix``: the Matrix layer's client; with ``ORACLE_BACKEND=local`` the local
+    store (a SQLite file under ``SQLITE_DATABASE_PATH``); otherwise none (Matrix is off)."""
+    if matrix is not None:
+        return matrix.service()
+    if not settings.is_local:
+        return UnavailableMatrixService()
+    local = LocalMatrixService(Path(settings.sqlite_path) / "matrix.db")
+    stack.push_async_callback(_closing("the local Matrix store", local.aclose))
+    return local
+
+
+def user_secrets(
+    stack: AsyncExitStack, settings: ServerSettings, matrix: MatrixLayer | None
+) -> SecretsService:
+    """``rt_ctx.secrets``: in the user's Matrix room with Matrix on; with
+    ``ORACLE_BACKEND=local`` a per-user store under ``SQLITE_DATABASE_PATH``, encrypted at
+    rest; otherwise none."""
+    if matrix is not None:
+        return matrix.secrets()
+    if not settings.is_local:
+        return LocalSecretsService()
+    local = SqliteSecretsService(Path(settings.sqlite_path) / "user_secrets.db")
+    stack.push_async_callback(_closing("the local secrets store", local.aclose))
+    return local
 
 
 def plugin_kv(settings: ServerSettings) -> KeyValueService:

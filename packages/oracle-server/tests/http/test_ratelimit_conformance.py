@@ -134,6 +134,27 @@ async def test_concurrent_hits_never_exceed_the_limit(limiter: RateLimiter) -> N
     assert all(d.retry_after >= 1 for d in decisions if not d.allowed)
 
 
+async def test_a_costly_hit_counts_its_cost_and_is_refused_whole(
+    limiter: RateLimiter, clock: time_machine.Traveller
+) -> None:
+    # An upload quota: 10 megabytes a minute, spent 4, 4, then 3 (refused: 11 > 10).
+    spend = [await limiter.hit("up:a", limit=10, window_seconds=60, cost=c) for c in (4, 4, 3)]
+    assert [d.allowed for d in spend] == [True, True, False]
+    assert spend[2].retry_after >= 1
+    # The refused hit counted nothing: 2 still fit, and a third does not.
+    fits = await limiter.hit("up:a", limit=10, window_seconds=60, cost=2)
+    over = await limiter.hit("up:a", limit=10, window_seconds=60, cost=1)
+    assert (fits.allowed, over.allowed) == (True, False)
+    clock.move_to(START + 61)
+    assert (await limiter.hit("up:a", limit=10, window_seconds=60, cost=10)).allowed
+
+
+@pytest.mark.parametrize("cost", [0, -1, 11])
+async def test_rejects_a_cost_outside_the_limit(limiter: RateLimiter, cost: int) -> None:
+    with pytest.raises(ValueError, match=r"ratelimit\.bad_cost"):
+        await limiter.hit("did:a", limit=10, window_seconds=60, cost=cost)
+
+
 @pytest.mark.parametrize(("limit", "window"), [(0, 60), (-1, 60), (10, 0)])
 async def test_rejects_meaningless_limits(limiter: RateLimiter, limit: int, window: int) -> None:
     with pytest.raises(ValueError, match=r"ratelimit\.bad_"):

@@ -33,11 +33,13 @@ from oracle_server.testing import (
     BlocksyncDouble,
     OpenAIDouble,
     OracleAccount,
+    SessionListener,
     Synapse,
     ToolCalls,
     eventually,
     matrix_user,
     node_env,
+    open_user_room,
     oracle_node,
     user_headers,
 )
@@ -122,44 +124,6 @@ async def test_conversation_is_logged_to_the_users_encrypted_room(
     assert secret.encode() not in synapse.stored_bytes()
 
 
-async def open_user_room(
-    client: nio.AsyncClient,
-    synapse: Synapse,
-    oracle_account: OracleAccount,
-    app: Any,
-    user_did: str,
-) -> str:
-    """The user's client creates the room under the alias and invites the oracle (SRV-67);
-    the room's id once the oracle has joined it."""
-    created = await client.room_create(
-        alias=user_room_alias(user_did, ENTITY_DID, synapse.server_name)[1:].split(":")[0],
-        invite=[oracle_account.bot.user_id],
-        initial_state=[
-            {
-                "type": "m.room.encryption",
-                "state_key": "",
-                "content": {"algorithm": "m.megolm.v1.aes-sha2"},
-            }
-        ],
-    )
-    assert isinstance(created, nio.RoomCreateResponse), created
-    room_id = created.room_id
-    matrix = app.state.matrix
-    assert matrix is not None
-    assert matrix.client is not None
-    client_of_oracle = matrix.client
-
-    async def oracle_joined() -> bool:
-        return bool(
-            await client_of_oracle.is_member(room_id, oracle_account.bot.user_id)
-            and room_id in client_of_oracle.nio.rooms
-        )
-
-    await eventually(oracle_joined)
-    await client.sync(timeout=0)
-    return str(room_id)
-
-
 async def assistant_texts(client: nio.AsyncClient, room_id: str) -> list[dict[str, Any]]:
     """The oracle's answers in the room, oldest first."""
     return [m for m in await decrypted_texts(client, room_id) if m.get("ixo.role") == "assistant"]
@@ -205,9 +169,10 @@ async def test_a_message_in_the_users_room_runs_a_turn_answered_in_its_thread(
 ) -> None:
     user = blocksync.add_user(Ed25519Signer.generate())
     env = node_env(synapse, oracle_account, tmp_path / "node", llm=llm, blocksync=blocksync)
+    listener = SessionListener()
     async with (
         matrix_user(synapse, user.did(), tmp_path / "user-store") as client,
-        oracle_node(env) as (app, base_url),
+        oracle_node(env, [listener]) as (app, base_url),
         httpx.AsyncClient(base_url=base_url, headers=user_headers(user), timeout=30) as http,
     ):
         room_id = await open_user_room(client, synapse, oracle_account, app, user.did())
@@ -233,6 +198,8 @@ async def test_a_message_in_the_users_room_runs_a_turn_answered_in_its_thread(
         # The thread is the session, and the user sees it over HTTP too.
         listed = (await http.get("/sessions")).json()["sessions"]
         assert [s["sessionId"] for s in listed] == [sent.event_id]
+        # The session Matrix made was announced, as one made over HTTP is.
+        assert ("session.created", sent.event_id, user.did(), "Untitled", []) in listener.heard
         # The user's own message was not posted again by the chat log.
         await matrix.flush()
         bodies = [m["body"] for m in await decrypted_texts(client, room_id)]

@@ -3,33 +3,13 @@ the user, in any of their sessions (a session list in another tab stays current)
 
 from __future__ import annotations
 
-from typing import Any
-
-from oracle_core import OraclePlugin, PluginManifest, RuntimeContext, SessionEvent
-from oracle_server.testing import StartOracle
-
-
-class Listener(OraclePlugin):
-    """Records the session events it hears, with the thread a deletion took away."""
-
-    name = "listener"
-    version = "1.0.0"
-    manifest = PluginManifest(
-        title="Listener", summary="Listens.", when_to_use=["never"], visibility="silent"
-    )
-
-    def __init__(self) -> None:
-        self.heard: list[tuple[str, str, str, str | None, list[str]]] = []
-
-    async def on_session_event(self, event: SessionEvent, rt_ctx: RuntimeContext[Any]) -> None:
-        texts = [str(m.text) for m in event.messages]
-        self.heard.append((event.kind, event.session_id, rt_ctx.user.did, event.title, texts))
+from oracle_server.testing import SessionListener, StartOracle
 
 
 async def test_created_titled_and_deleted_reach_plugins_and_every_socket_of_the_user(
     start_oracle: StartOracle,
 ) -> None:
-    listener = Listener()
+    listener = SessionListener()
     oracle = await start_oracle(["Tides follow the moon."], plugins=[listener])
     user, stranger = oracle.new_user(), oracle.new_user()
     first = await oracle.create_session(user)

@@ -4,6 +4,8 @@ Nothing here reads the environment or touches the network (CORE-90).
 """
 
 from oracle_core.testing._conformance import ConformanceCheck, ConformanceReport, validate_plugin
+from oracle_core.testing._files import tiny_pdf, tiny_png
+from oracle_core.testing._matrix import LocalMatrixPeer, MatrixPeer, check_matrix_accessor
 from oracle_core.testing._runtime import (
     RecordingMatrixService,
     TestRuntime,
@@ -33,8 +35,10 @@ __all__ = [
     "SECRET_PATTERNS",
     "ConformanceCheck",
     "ConformanceReport",
+    "LocalMatrixPeer",
     "LogLeak",
     "LogScan",
+    "MatrixPeer",
     "RecordedCall",
     "RecordingMatrixService",
     "ScriptExhaustedError",
@@ -45,10 +49,13 @@ __all__ = [
     "TurnResult",
     "call_tool",
     "call_tools",
+    "check_matrix_accessor",
     "create_test_runtime",
     "leaks_in",
     "mark_sensitive",
     "reply",
     "sensitive_values",
+    "tiny_pdf",
+    "tiny_png",
     "validate_plugin",
 ]

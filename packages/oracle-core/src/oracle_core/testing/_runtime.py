@@ -24,14 +24,20 @@ from oracle_core._frontend import LocalFrontendService
 from oracle_core._hooks import MainAgentHooks
 from oracle_core._kv import KeyValueService, KvLimits, SqliteKvBackend
 from oracle_core._manifest import PluginManifest, validate_manifest
+from oracle_core._matrix import (
+    LocalMatrixService,
+    MatrixAccessor,
+    _LocalMatrixAccessor,
+    local_matrix_user_id,
+)
 from oracle_core._plugin import OraclePlugin
 from oracle_core._resolution import FeatureValue, PluginStatusReport
 from oracle_core._runtime import BootInputs, OracleRuntime, boot_runtime
+from oracle_core._secrets import LocalSecretsService
 from oracle_core._services import (
     AmbientServices,
     CapabilityGrant,
     InMemoryBlobStore,
-    LocalSecretsService,
     OracleEvent,
     PermissiveUcanService,
     RecordingEventSink,
@@ -55,13 +61,18 @@ TEST_SESSION = SessionInfo(id="test-thread")
 _LOCAL_ENV = {"ORACLE_BACKEND": "local", "NODE_ENV": "test"}
 
 
-@dataclass
-class RecordingMatrixService:
-    """Matrix fake: records every call; posts and state writes return ``$event_<n>``.
+@dataclass(eq=False)
+class RecordingMatrixService(LocalMatrixService):
+    """Matrix for tests: an in-memory :class:`LocalMatrixService` that also records calls.
 
-    ``user_rooms`` maps a user DID to their room with the oracle; ``state_events`` holds
-    state contents by ``(room_id, event_type, state_key)``. It is not scoped: every user
-    sees every room.
+    Rooms made with ``create_room`` (or :meth:`create_room_as`) behave as on a
+    homeserver: timelines, state, members, power levels and media, scoped to their
+    members. Rooms the store does not know (a fixture's ``"!room:test"``) are unscoped
+    stand-ins: every user sees them, posts and state writes return ``$event_<n>``,
+    ``state_events`` holds their state by ``(room_id, event_type, state_key)`` and
+    ``room_state`` seeds what ``get_room_state`` reads. Every post and sent event, in
+    either kind of room, is recorded in ``posts`` / ``sent_events``; ``user_rooms`` maps a
+    user DID to their room with the oracle.
     """
 
     posts: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
@@ -69,21 +80,29 @@ class RecordingMatrixService:
     room_state: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     user_rooms: dict[str, str] = field(default_factory=dict)
     state_events: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
-    _events: int = field(default=0, init=False, repr=False)
 
-    def for_user(self, user: UserInfo) -> _RecordingMatrixView:
+    def __post_init__(self) -> None:
+        # A dataclass (tests subclass it as one); the store itself is in memory.
+        LocalMatrixService.__init__(self, ":memory:")
+        self._events = 0
+
+    def for_user(self, user: UserInfo) -> MatrixAccessor:
         return _RecordingMatrixView(self, user)
+
+    async def knows(self, room_id: str) -> bool:
+        """Whether ``room_id`` is a room of the store (not a stand-in)."""
+        return await self.state_event(room_id, "m.room.create", "") is not None
 
     def _next_event(self) -> str:
         self._events += 1
         return f"$event_{self._events}"
 
+    # The stand-in rooms' operations (tests subclass these to make Matrix fail or wait).
+
     async def post_to_room(self, room_id: str, content: Mapping[str, Any]) -> str:
-        self.posts.append((room_id, dict(content)))
         return self._next_event()
 
     async def send_event(self, room_id: str, event_type: str, content: Mapping[str, Any]) -> str:
-        self.sent_events.append((room_id, event_type, dict(content)))
         return self._next_event()
 
     async def get_room_state(self, room_id: str) -> list[dict[str, Any]]:
@@ -113,23 +132,38 @@ class RecordingMatrixService:
         return self._next_event()
 
 
-@dataclass
-class _RecordingMatrixView:
-    """One user's view of the recording fake: adds ``user_room_id``."""
+class _RecordingMatrixView(_LocalMatrixAccessor):
+    """One user's view: the local store's accessor, with stand-in rooms and recording."""
 
-    service: RecordingMatrixService
-    user: UserInfo
+    def __init__(self, service: RecordingMatrixService, user: UserInfo) -> None:
+        super().__init__(service, user.matrix_user_id or local_matrix_user_id(user.did))
+        self.service = service
+        self.user = user
+
+    async def _check(self, room_id: str) -> None:
+        if await self.service.knows(room_id):
+            await super()._check(room_id)
 
     async def post_to_room(self, room_id: str, content: Mapping[str, Any]) -> str:
+        self.service.posts.append((room_id, dict(content)))
+        if await self.service.knows(room_id):
+            return await super().send_event(room_id, "m.room.message", content)
         return await self.service.post_to_room(room_id, content)
 
     async def send_event(self, room_id: str, event_type: str, content: Mapping[str, Any]) -> str:
+        self.service.sent_events.append((room_id, event_type, dict(content)))
+        if await self.service.knows(room_id):
+            return await super().send_event(room_id, event_type, content)
         return await self.service.send_event(room_id, event_type, content)
 
     async def get_room_state(self, room_id: str) -> list[dict[str, Any]]:
+        if await self.service.knows(room_id):
+            return await super().get_room_state(room_id)
         return await self.service.get_room_state(room_id)
 
     async def get_event_by_id(self, room_id: str, event_id: str) -> dict[str, Any] | None:
+        if await self.service.knows(room_id):
+            return await super().get_event_by_id(room_id, event_id)
         return await self.service.get_event_by_id(room_id, event_id)
 
     async def user_room_id(self) -> str | None:
@@ -138,11 +172,15 @@ class _RecordingMatrixView:
     async def get_state_event(
         self, room_id: str, event_type: str, state_key: str = ""
     ) -> dict[str, Any] | None:
+        if await self.service.knows(room_id):
+            return await super().get_state_event(room_id, event_type, state_key)
         return await self.service.get_state_event(room_id, event_type, state_key)
 
     async def set_state_event(
         self, room_id: str, event_type: str, content: Mapping[str, Any], state_key: str = ""
     ) -> str:
+        if await self.service.knows(room_id):
+            return await super().set_state_event(room_id, event_type, content, state_key)
         return await self.service.set_state_event(room_id, event_type, content, state_key)
 
 
@@ -245,10 +283,11 @@ class TestRuntime:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the runtime (exits plugin lifespans) and the in-memory key-value store."""
+        """Close the runtime (exits plugin lifespans) and the in-memory stores."""
         await self.runtime.aclose()
         if self.runtime.ambient.kv is not None:
             await self.runtime.ambient.kv.aclose()
+        await self.matrix.aclose()
 
     def status(self) -> PluginStatusReport:
         """``runtime.plugins.status()``."""

@@ -36,9 +36,11 @@ from oracle_server._http.pipeline import (
 )
 from oracle_server._http.routes import (
     approval_routes,
+    attachment_routes,
     delegation_routes,
     history_routes,
     message_routes,
+    secret_routes,
     session_routes,
     system_routes,
 )
@@ -105,6 +107,8 @@ def build_http_app(
         routes=[
             *system_routes(),
             *session_routes(),
+            *secret_routes(),
+            *attachment_routes(settings.attachment_max_bytes),
             *history_routes(),
             *message_routes(),
             *approval_routes(),

@@ -21,6 +21,7 @@ __all__ = [
     "ApprovalDecisionDto",
     "AttachmentDto",
     "BrowserToolDto",
+    "SecretValueDto",
     "SendMessageDto",
     "StoreDelegationDto",
 ]
@@ -227,6 +228,12 @@ class SendMessageDto(_Dto):
         entity = metadata.get("currentEntityDid")
         state["current_entity_did"] = entity if isinstance(entity, str) and entity else None
         return state
+
+
+class SecretValueDto(_Dto):
+    """``PUT /secrets/{name}``."""
+
+    value: str = Field(min_length=1, max_length=16_384, description="The secret's value.")
 
 
 class SessionSettingsDto(_Dto):

@@ -28,6 +28,10 @@ def message_id(message: BaseMessage) -> str:
 
 
 def _text(message: BaseMessage) -> str:
+    if message.additional_kwargs.get("attachments") and isinstance(message.content, list):
+        # The user's own words come first; the files' extracted text is the model's.
+        first = message.content[0] if message.content else ""
+        return str(first.get("text", "") if isinstance(first, dict) else first)
     return str(message.text)
 
 
@@ -88,10 +92,18 @@ def to_message_dtos(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
 
 
 def _dto(message: BaseMessage, kind: str) -> dict[str, Any]:
-    return {
+    dto: dict[str, Any] = {
         "id": message_id(message),
         "type": kind,
         "content": _text(message),
         "isComplete": True,
         "isReasoning": False,
     }
+    attached = message.additional_kwargs.get("attachments")
+    if isinstance(attached, list) and attached:
+        dto["attachments"] = [
+            {k: v for k, v in item.items() if k in {"filename", "mimetype", "size", "source"}}
+            for item in attached
+            if isinstance(item, dict)
+        ]
+    return dto

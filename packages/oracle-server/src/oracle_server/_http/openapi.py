@@ -218,6 +218,8 @@ class _DocumentBuilder:
             operation["parameters"] = parameters
         if known and known.request_model is not None:
             operation["requestBody"] = self.request_body(known.request_model)
+        elif known and known.raw_body is not None:
+            operation["requestBody"] = {"required": True, "content": dict(known.raw_body)}
         responses: dict[str, Any] = (
             {k: dict(v) for k, v in known.responses.items()}
             if known
@@ -328,6 +330,7 @@ def build_openapi(
         "tags": [
             {"name": "system", "description": "Status, liveness, readiness, models."},
             {"name": "sessions", "description": "Chat sessions (threads)."},
+            {"name": "secrets", "description": "The caller's secrets: names and writes only."},
             {"name": "messages", "description": "Turns, history and abort."},
             {"name": "approvals", "description": "Tool calls waiting for the user's approval."},
             {"name": "delegation", "description": "The user's stored UCAN delegation."},

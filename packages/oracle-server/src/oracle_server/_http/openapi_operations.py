@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from oracle_server._http.dto import (
     AbortDto,
     ApprovalDecisionDto,
+    SecretValueDto,
     SendMessageDto,
     SessionSettingsDto,
     StoreDelegationDto,
@@ -91,6 +92,22 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         sessions={"type": "array", "items": schema_ref("ChatSession")},
         total={"type": "integer", "minimum": 0},
     ),
+    "UploadedFile": object_schema(
+        ["mxcUri", "filename", "mimetype", "size"],
+        mxcUri={"type": "string"},
+        filename={"type": "string"},
+        mimetype={"type": "string"},
+        size={"type": "integer"},
+    ),
+    "SecretList": object_schema(
+        ["secrets"],
+        secrets={
+            "type": "array",
+            "items": object_schema(["name"], name={"type": "string"}, updatedAt={"type": "string"}),
+        },
+    ),
+    "SecretSaved": object_schema(["name"], name={"type": "string"}),
+    "SecretDeleted": object_schema(["deleted"], deleted={"const": True}),
     "SessionDeleted": object_schema(["message"], message={"const": "Session deleted successfully"}),
     "ToolCallDto": object_schema(
         ["name", "id", "args"],
@@ -110,6 +127,17 @@ RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
         isComplete={"const": True},
         isReasoning={"const": False},
         attachment={"type": "object"},
+        attachments={
+            "type": "array",
+            "description": "The files the user attached (their text went to the model only).",
+            "items": object_schema(
+                ["filename", "mimetype", "size"],
+                filename={"type": "string"},
+                mimetype={"type": "string"},
+                size={"type": "integer"},
+                source={"type": "string", "description": "The mxc:// URI or event id."},
+            ),
+        },
     ),
     "MessageList": object_schema(
         ["messages"], messages={"type": "array", "items": schema_ref("MessageDto")}
@@ -278,6 +306,8 @@ class Operation:
     responses: Mapping[str, Mapping[str, Any]]
     request_model: type[BaseModel] | None = None
     parameters: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+    raw_body: Mapping[str, Any] | None = None
+    """A body that is not JSON: its ``content`` by media type."""
 
 
 def query_parameter(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
@@ -347,6 +377,53 @@ BUILTIN_OPERATIONS: dict[tuple[str, str], Operation] = {
         {
             OK: json_response("Deleted.", "SessionDeleted"),
             "404": error_response_doc("Session not found."),
+        },
+    ),
+    ("POST", "/attachments"): Operation(
+        "Upload a file to attach to a message (the body is the file)",
+        "messages",
+        {
+            "201": json_response("Stored; send it as an entry of `attachments`.", "UploadedFile"),
+            "400": error_response_doc("No filename, or an empty body."),
+            "409": error_response_doc("This oracle has nowhere to keep uploads."),
+            "422": error_response_doc("A type the oracle does not read (attachment.unsupported)."),
+            "429": error_response_doc(
+                "The daily upload quota is spent (attachment.quota_exceeded)."
+            ),
+        },
+        parameters=(
+            {
+                "name": "filename",
+                "in": "query",
+                "required": True,
+                "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+                "description": "The file's name.",
+            },
+        ),
+        raw_body={"*/*": {"schema": {"type": "string", "format": "binary"}}},
+    ),
+    ("GET", "/secrets"): Operation(
+        "List the caller's secrets (names, never values)",
+        "secrets",
+        {OK: json_response("The names.", "SecretList")},
+    ),
+    ("PUT", "/secrets/{name}"): Operation(
+        "Set one of the caller's secrets",
+        "secrets",
+        {
+            OK: json_response("Saved.", "SecretSaved"),
+            "400": error_response_doc("Bad name or value (code secrets.bad_name / too_large)."),
+            "409": error_response_doc("Too many secrets, or this oracle cannot store them."),
+            "503": error_response_doc("The store cannot be reached right now."),
+        },
+        request_model=SecretValueDto,
+    ),
+    ("DELETE", "/secrets/{name}"): Operation(
+        "Delete one of the caller's secrets",
+        "secrets",
+        {
+            OK: json_response("Deleted.", "SecretDeleted"),
+            "404": error_response_doc("No such secret."),
         },
     ),
     ("POST", "/messages/abort"): Operation(

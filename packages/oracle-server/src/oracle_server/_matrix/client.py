@@ -35,6 +35,7 @@ RECONNECT_FIRST_DELAY = 1.0
 RECONNECT_MAX_DELAY = 60.0
 
 R = TypeVar("R")
+RoomListener = Callable[[dict[str, Any]], None]
 
 
 class MatrixError(Exception):
@@ -133,6 +134,7 @@ class MatrixClient:
         self._closed = False
         self._handlers: set[asyncio.Task[None]] = set()
         self.on_room_message: Callable[[nio.MatrixRoom, nio.Event], Awaitable[None]] | None = None
+        self._room_listeners: dict[str, set[RoomListener]] = {}
 
     @property
     def user_id(self) -> str:
@@ -276,6 +278,7 @@ class MatrixClient:
         if self._sync_task is None:
             self.nio.add_event_callback(self._on_invite, nio.InviteMemberEvent)
             self.nio.add_event_callback(self._on_message, nio.RoomMessage)
+            self.nio.add_event_callback(self._on_timeline_event, nio.Event)
             self.nio.add_response_callback(self._on_sync, nio.SyncResponse)
             self._sync_task = asyncio.get_running_loop().create_task(
                 self._sync_loop(), name="matrix-sync"
@@ -310,6 +313,29 @@ class MatrixClient:
             task = asyncio.get_running_loop().create_task(self._handle(room, event))
             self._handlers.add(task)
             task.add_done_callback(self._handlers.discard)
+
+    def listen(self, room_id: str, listener: RoomListener) -> Callable[[], None]:
+        """Call ``listener`` with each new timeline event of the room (decrypted when the
+        client holds the key), as JSON; the returned function stops it. A listener must
+        not block: it runs inside the sync loop."""
+        self._room_listeners.setdefault(room_id, set()).add(listener)
+
+        def stop() -> None:
+            listeners = self._room_listeners.get(room_id)
+            if listeners is not None:
+                listeners.discard(listener)
+                if not listeners:
+                    del self._room_listeners[room_id]
+
+        return stop
+
+    async def _on_timeline_event(self, room: nio.MatrixRoom, event: nio.Event) -> None:
+        listeners = self._room_listeners.get(room.room_id)
+        if not listeners:
+            return
+        source = {**event.source, "room_id": room.room_id}
+        for listener in list(listeners):
+            listener(source)
 
     async def _handle(self, room: nio.MatrixRoom, event: nio.Event) -> None:
         assert self.on_room_message is not None
@@ -389,9 +415,11 @@ class MatrixClient:
         invite: Sequence[str] = (),
         encrypted: bool = True,
         topic: str | None = None,
+        extra_state: Sequence[Mapping[str, Any]] = (),
     ) -> str:
-        """Create a private room (encrypted by default) and return its id."""
-        initial_state: list[dict[str, Any]] = []
+        """Create a private room (encrypted by default) and return its id; ``extra_state``
+        adds initial state events."""
+        initial_state: list[dict[str, Any]] = [dict(event) for event in extra_state]
         if encrypted:
             initial_state.append(
                 {
@@ -482,18 +510,37 @@ class MatrixClient:
                 return {**event.source, "decrypted": dict(decrypted.source)}
         return dict(event.source)
 
+    async def messages(
+        self, room_id: str, *, limit: int, before: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """Up to ``limit`` events before the ``before`` token (the latest when ``None``),
+        oldest first and decrypted where the client holds the key, and the token of the
+        page before them (``None`` at the start of the room)."""
+        response = await _call(
+            "room_messages", self.nio.room_messages(room_id, start=before, limit=limit)
+        )
+        events = []
+        for event in reversed(response.chunk):
+            if isinstance(event, nio.MegolmEvent):
+                with contextlib.suppress(Exception):
+                    event = self.nio.decrypt_event(event)  # noqa: PLW2901 - the decrypted form
+            events.append({**event.source, "room_id": room_id})
+        # The homeserver leaves out `end` at the start of the room.
+        return events, (str(response.end) if response.chunk and response.end else None)
+
     async def is_member(self, room_id: str, user_id: str) -> bool:
         """Whether ``user_id`` is joined to (or invited into) the room."""
         room = self.nio.rooms.get(room_id)
         if room is not None and user_id in room.users:
             return True
+        # The homeserver's own state: a sync may not have shown a fresh invite yet.
         try:
-            response = await _call("joined_members", self.nio.joined_members(room_id))
+            content = await self.state_event(room_id, "m.room.member", user_id)
         except MatrixError as exc:
             if exc.code in {"M_FORBIDDEN", "M_NOT_FOUND"}:
                 return False
             raise
-        return any(member.user_id == user_id for member in response.members)
+        return (content or {}).get("membership") in {"join", "invite"}
 
     # --- media -----------------------------------------------------------------------
 

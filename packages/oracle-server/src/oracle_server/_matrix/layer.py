@@ -11,16 +11,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from oracle_core import PluginStatusChangeEvent, ServiceUnavailableError, UserInfo
+from joserfc.jwk import ECKey
+
+from oracle_core import (
+    MATRIX_MAX_MEDIA_BYTES,
+    MatrixEvent,
+    MatrixEventHandler,
+    MatrixRequestError,
+    MatrixSubscription,
+    PluginStatusChangeEvent,
+    PowerLevels,
+    RoomMember,
+    ServiceUnavailableError,
+    SessionEvent,
+    TimelinePage,
+    UserInfo,
+)
 from oracle_server._auth.keys import OracleKey
 from oracle_server._matrix.backup import CheckpointBackup
 from oracle_server._matrix.chatlog import ChatLog, message_content
 from oracle_server._matrix.client import MatrixClient, MatrixError
 from oracle_server._matrix.rooms import UserRooms, matrix_user_id
+from oracle_server._matrix.secrets import MatrixSecretsService, load_secrets_key
 from oracle_server._matrix.transport import MatrixTransport
 from oracle_server._matrix.values import (
     MNEMONIC_STATE_KEY,
@@ -78,9 +94,12 @@ class MatrixLayer:
         self.user_dbs = user_dbs
         self.files = files
         self.key = key
+        # The oracle's P-256 key: users' secrets are encrypted to it (read at start).
+        self.secrets_key: ECKey | None = None
         self._on_status: Callable[[PluginStatusChangeEvent], None] | None = None
         self._on_error: Callable[[BaseException, str], None] | None = None
         self.start_turn: Callable[[TurnInput], Awaitable[ActiveTurn]] | None = None
+        self.announce: Callable[[SessionEvent], Awaitable[None]] | None = None
         self.state: MatrixStatus = "pending"
         self.client: MatrixClient | None = None
         self.rooms: UserRooms | None = None
@@ -100,6 +119,7 @@ class MatrixLayer:
         on_status: Callable[[PluginStatusChangeEvent], None],
         on_error: Callable[[BaseException, str], None],
         start_turn: Callable[[TurnInput], Awaitable[ActiveTurn]],
+        announce: Callable[[SessionEvent], Awaitable[None]] | None = None,
     ) -> None:
         """Attach what the layer reports to and starts turns with, once they exist.
 
@@ -107,10 +127,12 @@ class MatrixLayer:
             on_status: Receives each status change (the runtime's plugin status events).
             on_error: Receives ``(exc, "matrix-init")`` for each failed start.
             start_turn: Starts a turn for a user's message in their room (SRV-69).
+            announce: Tells plugins and sockets of the sessions Matrix messages create.
         """
         self._on_status = on_status
         self._on_error = on_error
         self.start_turn = start_turn
+        self.announce = announce
 
     @property
     def signer(self) -> Ed25519Signer | None:
@@ -172,6 +194,8 @@ class MatrixLayer:
                 self._recheck_task = asyncio.get_running_loop().create_task(
                     self._recheck_signer(client), name="matrix-signing-key-recheck"
                 )
+        if self.secrets_key is None:
+            await self._load_secrets_key(client)
         await client.first_sync()
         client.start_sync()
         rooms = UserRooms(
@@ -186,6 +210,7 @@ class MatrixLayer:
                 self.sessions,
                 self.start_turn,
                 (self.oracle_name, str(settings.oracle_did or ""), settings.oracle_entity_did),
+                announce=self.announce,
             )
             client.on_room_message = transport.on_message
         if self.user_dbs is not None and settings.matrix_checkpoint_sync:
@@ -240,6 +265,15 @@ class MatrixLayer:
             logger.error("matrix.signing_key_unreadable: %s", str(exc).split(":")[0])
             return
         self.key.signer = signer
+
+    async def _load_secrets_key(self, client: MatrixClient) -> None:
+        room_id, pin = self.settings.matrix_account_room_id, self.settings.matrix_value_pin
+        if not room_id or not pin:
+            return  # warned about with the signing key
+        try:
+            self.secrets_key = await load_secrets_key(client, room_id, pin)
+        except MatrixError as exc:  # degraded only: the names are still listed
+            logger.warning("matrix.secrets_key_check_failed: %s", exc.code)
 
     async def _recheck_signer(self, client: MatrixClient) -> None:
         while self.signer is None and not self._closed:
@@ -343,6 +377,50 @@ class MatrixLayer:
         """``RuntimeContext.matrix`` for plugins."""
         return NioMatrixService(self)
 
+    def secrets(self) -> MatrixSecretsService:
+        """``RuntimeContext.secrets``: users' secrets in their rooms."""
+        return MatrixSecretsService(self)
+
+
+@contextlib.contextmanager
+def _translated(what: str) -> Iterator[None]:
+    """The client's errors as the plugin API's: transient ones mean "down for now"."""
+    try:
+        yield
+    except MatrixError as exc:
+        if exc.transient:
+            raise ServiceUnavailableError(
+                f"Matrix {what} failed: the homeserver is unreachable or busy",
+                hint="retry later",
+            ) from exc
+        code = {"M_FORBIDDEN": "matrix.forbidden", "M_NOT_FOUND": "matrix.not_found"}.get(
+            exc.code, "matrix.failed"
+        )
+        raise MatrixRequestError(f"Matrix {what} failed ({exc.code})", code=code) from exc
+
+
+class _NioSubscription:
+    """Delivers a room's events to a plugin's handler, in order, off the sync loop."""
+
+    def __init__(self, client: MatrixClient, room_id: str, handler: MatrixEventHandler) -> None:
+        self._room_id = room_id
+        self._handler = handler
+        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._stop = client.listen(room_id, self._queue.put_nowait)
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="matrix-sub")
+
+    async def _run(self) -> None:
+        while True:
+            source = await self._queue.get()
+            try:
+                await self._handler(MatrixEvent.from_json(source, self._room_id))
+            except Exception as exc:
+                logger.warning("matrix.subscriber_failed: %s", type(exc).__name__)
+
+    def close(self) -> None:
+        self._stop()
+        self._task.cancel()
+
 
 class _ScopedMatrix:
     """The Matrix operations a plugin may run for one user: only in that user's rooms."""
@@ -359,46 +437,178 @@ class _ScopedMatrix:
             )
         return client, rooms
 
+    def _member_id(self, client: MatrixClient) -> str | None:
+        return self._user.matrix_user_id or matrix_user_id(self._user.did, client.server_name)
+
     async def _check(self, room_id: str) -> MatrixClient:
         client, rooms = self._client()
-        if room_id == await rooms.find(self._user.did):
-            return client
-        member = self._user.matrix_user_id or matrix_user_id(self._user.did, client.server_name)
-        if member is not None and await client.is_member(room_id, member):
-            return client
-        raise PermissionError("matrix.room_forbidden: the user is not a member of that room")
+        with _translated("room check"):
+            if room_id == await rooms.find(self._user.did):
+                return client
+            member = self._member_id(client)
+            if member is not None and await client.is_member(room_id, member):
+                return client
+        raise MatrixRequestError(
+            "the user is not a member of that room", code="matrix.room_forbidden"
+        )
+
+    async def oracle_user_id(self) -> str:
+        client, _rooms = self._client()
+        return client.user_id
 
     async def post_to_room(self, room_id: str, content: Mapping[str, Any]) -> str:
-        client = await self._check(room_id)
-        return await client.send(room_id, "m.room.message", content)
+        return await self.send_event(room_id, "m.room.message", content)
 
     async def send_event(self, room_id: str, event_type: str, content: Mapping[str, Any]) -> str:
         client = await self._check(room_id)
-        return await client.send(room_id, event_type, content)
+        with _translated("send"):
+            return await client.send(room_id, event_type, content)
 
     async def get_room_state(self, room_id: str) -> list[dict[str, Any]]:
         client = await self._check(room_id)
-        return await client.room_state(room_id)
+        with _translated("state read"):
+            return await client.room_state(room_id)
 
     async def get_event_by_id(self, room_id: str, event_id: str) -> dict[str, Any] | None:
         client = await self._check(room_id)
-        return await client.get_event(room_id, event_id)
+        with _translated("event read"):
+            return await client.get_event(room_id, event_id)
 
     async def user_room_id(self) -> str | None:
         _client, rooms = self._client()
-        return await rooms.find(self._user.did)
+        with _translated("room lookup"):
+            return await rooms.find(self._user.did)
 
     async def get_state_event(
         self, room_id: str, event_type: str, state_key: str = ""
     ) -> dict[str, Any] | None:
         client = await self._check(room_id)
-        return await client.state_event(room_id, event_type, state_key)
+        with _translated("state read"):
+            return await client.state_event(room_id, event_type, state_key)
 
     async def set_state_event(
         self, room_id: str, event_type: str, content: Mapping[str, Any], state_key: str = ""
     ) -> str:
         client = await self._check(room_id)
-        return await client.put_state(room_id, event_type, content, state_key)
+        with _translated("state write"):
+            return await client.put_state(room_id, event_type, content, state_key)
+
+    async def get_timeline(
+        self, room_id: str, *, limit: int = 50, before: str | None = None
+    ) -> TimelinePage:
+        client = await self._check(room_id)
+        with _translated("timeline read"):
+            events, token = await client.messages(
+                room_id, limit=TimelinePage.page_size(limit), before=before
+            )
+        return TimelinePage(
+            events=[MatrixEvent.from_json(event, room_id) for event in events], before=token
+        )
+
+    async def subscribe(self, room_id: str, handler: MatrixEventHandler) -> MatrixSubscription:
+        client = await self._check(room_id)
+        return _NioSubscription(client, room_id, handler)
+
+    async def create_room(
+        self,
+        *,
+        name: str,
+        topic: str | None = None,
+        invite: Sequence[str] = (),
+        user_power_level: int | None = None,
+        encrypted: bool = True,
+        space_id: str | None = None,
+        initial_state: Sequence[Mapping[str, Any]] = (),
+    ) -> str:
+        client, _rooms = self._client()
+        member = self._member_id(client)
+        if member is None:
+            raise MatrixRequestError(
+                "the user has no Matrix id to invite", code="matrix.user_unknown"
+            )
+        if space_id is not None:
+            await self._check(space_id)
+        via = {"via": [client.server_name]}
+        state = list(initial_state)
+        if space_id is not None:
+            state.append(
+                {
+                    "type": "m.space.parent",
+                    "state_key": space_id,
+                    "content": {**via, "canonical": True},
+                }
+            )
+        with _translated("room creation"):
+            room_id = await client.create_room(
+                alias_localpart=None,
+                name=name,
+                topic=topic,
+                invite=list(dict.fromkeys([member, *invite])),
+                encrypted=encrypted,
+                extra_state=state,
+            )
+            if space_id is not None:
+                await client.put_state(space_id, "m.space.child", via, room_id)
+        if user_power_level is not None:
+            # Set afterwards, not as an override at creation: the override replaces the
+            # whole `users` map, which holds the creator before room version 12 and must
+            # not from version 12 on; amending the room's own levels is right for both.
+            await self.set_power_level(room_id, member, user_power_level)
+        return room_id
+
+    async def invite(self, room_id: str, user_id: str) -> None:
+        client = await self._check(room_id)
+        with _translated("invite"):
+            await client.invite(room_id, user_id)
+
+    async def members(self, room_id: str) -> list[RoomMember]:
+        return RoomMember.from_state(await self.get_room_state(room_id))
+
+    async def get_power_levels(self, room_id: str) -> PowerLevels:
+        return PowerLevels.from_state(await self.get_room_state(room_id))
+
+    async def set_power_level(self, room_id: str, user_id: str, level: int) -> str:
+        content = dict((await self.get_power_levels(room_id)).content)
+        content["users"] = {**dict(content.get("users") or {}), user_id: int(level)}
+        return await self.set_state_event(room_id, "m.room.power_levels", content)
+
+    async def upload(self, data: bytes, *, content_type: str, filename: str) -> str:
+        client, _rooms = self._client()
+        if len(data) > MATRIX_MAX_MEDIA_BYTES:
+            raise MatrixRequestError("the media is too large", code="matrix.too_large")
+        with _translated("upload"):
+            return await client.upload(data, content_type=content_type, filename=filename)
+
+    async def download(
+        self,
+        mxc: str,
+        *,
+        max_bytes: int = MATRIX_MAX_MEDIA_BYTES,
+        encryption: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        client, _rooms = self._client()
+        if not mxc.startswith("mxc://"):
+            raise MatrixRequestError(f"not an mxc:// URI: {mxc[:80]}", code="matrix.not_found")
+        with _translated("download"):
+            data = await client.download(mxc)
+        if len(data) > max_bytes:
+            raise MatrixRequestError("the media is too large", code="matrix.too_large")
+        return data if encryption is None else _decrypted(data, encryption)
+
+
+def _decrypted(data: bytes, encryption: Mapping[str, Any]) -> bytes:
+    """Media of an encrypted room, decrypted and checked against its hash."""
+    import nio
+    from nio.crypto.attachments import decrypt_attachment
+
+    try:
+        key = encryption["key"]["k"]
+        digest = encryption["hashes"]["sha256"]
+        return bytes(decrypt_attachment(data, key, digest, encryption["iv"]))
+    except (KeyError, TypeError, ValueError, nio.EncryptionError) as exc:
+        raise MatrixRequestError(
+            "the media does not decrypt with its event's key", code="matrix.failed"
+        ) from exc
 
 
 class NioMatrixService:

@@ -17,6 +17,7 @@ from typing import Any
 
 import nio
 
+from oracle_core import SessionEvent
 from oracle_server._auth.authenticator import AuthData
 from oracle_server._matrix.chatlog import ROLE_KEY, message_content
 from oracle_server._matrix.client import MatrixClient
@@ -55,6 +56,7 @@ class MatrixTransport:
         sessions: The session store.
         start_turn: Starts a turn (the server's ``TurnRunner.start``).
         oracle: ``(name, did, entity_did)`` written on sessions it creates.
+        announce: Tells plugins and the user's sockets of each session it creates.
     """
 
     def __init__(
@@ -64,12 +66,15 @@ class MatrixTransport:
         sessions: Sessions,
         start_turn: Callable[[TurnInput], Awaitable[ActiveTurn]],
         oracle: tuple[str, str, str | None],
+        *,
+        announce: Callable[[SessionEvent], Awaitable[None]] | None = None,
     ) -> None:
         self.client = client
         self.rooms = rooms
         self.sessions = sessions
         self.start_turn = start_turn
         self.oracle = oracle
+        self.announce = announce
 
     async def on_message(self, room: nio.MatrixRoom, event: nio.Event) -> None:
         """Handle one timeline message (the client's message callback)."""
@@ -123,4 +128,8 @@ class MatrixTransport:
             client="matrix",
             matrix_thread_id=root,
         )
-        await self.sessions.create(record)
+        created = await self.sessions.create(record)
+        if self.announce is not None:
+            await self.announce(
+                SessionEvent("session.created", created.session_id, user_did, title=created.title)
+            )

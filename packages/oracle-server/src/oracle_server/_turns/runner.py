@@ -24,7 +24,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage
 
 from oracle_core import (
     AbortSignal,
@@ -82,6 +82,9 @@ class TurnInput:
     """The socket that sent the turn, when known: frontend calls go to it first."""
     matrix_user_id: str | None = None
     """The user's Matrix id (``rt_ctx.user.matrix_user_id``)."""
+    prepared: BaseMessage | None = None
+    """The message as the model takes it (with its attachments); ``message`` stays the
+    text the user typed."""
     strategy: str | None = None
     """What to do when the session already runs a turn (``enqueue``, ``reject``,
     ``interrupt``, ``rollback``); ``None`` takes the session's, else the deployment's."""
@@ -492,7 +495,7 @@ class TurnRunner:
             TurnRequest(
                 user=user,
                 session=session,
-                message=None if resume else turn_input.message,
+                message=None if resume else (turn_input.prepared or turn_input.message),
                 state=turn_input.state,
                 abort_signal=turn.abort_signal,
                 model=turn_input.model,

@@ -83,8 +83,10 @@ from oracle_server.testing._matrix import (
     fresh_localpart,
     matrix_user,
     node_env,
+    open_user_room,
     oracle_node,
     provision_oracle,
+    provision_secrets_key,
     random_mnemonic,
     user_headers,
     wait_ready,
@@ -97,7 +99,14 @@ from oracle_server.testing._openai_double import (
     ToolCalls,
     delegating,
 )
-from oracle_server.testing._plugins import Announcer, CityArgs, ClockPlugin, WeatherPlugin
+from oracle_server.testing._plugins import (
+    Announcer,
+    CityArgs,
+    ClockPlugin,
+    SecretProbePlugin,
+    SessionListener,
+    WeatherPlugin,
+)
 from oracle_server.testing._proxy import TcpProxy
 from oracle_server.testing._redis import (
     REDIS_URL_VARIABLE,
@@ -173,6 +182,8 @@ __all__ = [
     "RedisTestTarget",
     "RegisteredUser",
     "RunningOracle",
+    "SecretProbePlugin",
+    "SessionListener",
     "SocketClient",
     "SseEvent",
     "StartOracle",
@@ -197,10 +208,12 @@ __all__ = [
     "fresh_localpart",
     "matrix_user",
     "node_env",
+    "open_user_room",
     "oracle_node",
     "parse_stream",
     "prepare_upload",
     "provision_oracle",
+    "provision_secrets_key",
     "random_mnemonic",
     "read_chain",
     "redis_test_target",

@@ -9,6 +9,7 @@ node), serve it until ready, and log in as a ``did:ixo`` user's own Matrix accou
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import time
 import uuid
@@ -43,6 +44,7 @@ __all__ = [
     "fresh_localpart",
     "matrix_user",
     "node_env",
+    "open_user_room",
     "oracle_node",
     "provision_oracle",
     "random_mnemonic",
@@ -114,6 +116,40 @@ async def provision_oracle(synapse: Synapse, bot: RegisteredUser | None = None) 
         )
         stored.raise_for_status()
     return OracleAccount(bot, room_id, mnemonic)
+
+
+async def provision_secrets_key(synapse: Synapse, account: OracleAccount) -> dict[str, Any]:
+    """Give the oracle a P-256 key for users' secrets, as the provisioning CLI does: the
+    private JWK under the PIN in a timeline event of the account room, and the state
+    event naming it active. Returns the private JWK (a test plays the client with its
+    public half and checks what the oracle wrote with the whole)."""
+    from joserfc.jwk import ECKey
+
+    from oracle_server._matrix.secrets import KEY_INDEX_STATE_KEY, KEY_INDEX_TYPE
+
+    jwk = {**ECKey.generate_key("P-256").as_dict(private=True), "alg": "ECDH-ES+A256KW"}
+    headers = {"Authorization": f"Bearer {account.bot.access_token}"}
+    room = account.account_room_id
+    async with httpx.AsyncClient(base_url=synapse.base_url, headers=headers) as http:
+        sent = await http.put(
+            f"/_matrix/client/v3/rooms/{room}/send/ixo.room.encryption_key/{uuid.uuid4().hex}",
+            json={"encrypted_private_key": encrypt_value(json.dumps(jwk), PIN)},
+        )
+        sent.raise_for_status()
+        entry = {
+            "eventId": sent.json()["event_id"],
+            "didVerificationMethodId": "did:ixo:entity:test#p256-enc-1",
+            "algorithm": "ECDH-ES+A256KW",
+            "curve": "P-256",
+            "createdAt": "2026-01-01T00:00:00.000Z",
+            "active": True,
+        }
+        stored = await http.put(
+            f"/_matrix/client/v3/rooms/{room}/state/{KEY_INDEX_TYPE}/{KEY_INDEX_STATE_KEY}",
+            json={"keys": {str(uuid.uuid4()): entry}},
+        )
+        stored.raise_for_status()
+    return jwk
 
 
 def node_env(
@@ -227,3 +263,46 @@ async def matrix_user(synapse: Synapse, did: str, store: Path) -> AsyncIterator[
         yield client
     finally:
         await client.close()
+
+
+async def open_user_room(
+    client: Any,
+    synapse: Synapse,
+    oracle_account: OracleAccount,
+    app: OracleApp,
+    user_did: str,
+) -> str:
+    """The user's client creates their encrypted room with the oracle under the alias and
+    invites the oracle (SRV-67), as the IXO client does; the room's id once the oracle has
+    joined it."""
+    import nio
+
+    from oracle_server._matrix.rooms import user_room_alias
+
+    created = await client.room_create(
+        alias=user_room_alias(user_did, ENTITY_DID, synapse.server_name)[1:].split(":")[0],
+        invite=[oracle_account.bot.user_id],
+        initial_state=[
+            {
+                "type": "m.room.encryption",
+                "state_key": "",
+                "content": {"algorithm": "m.megolm.v1.aes-sha2"},
+            }
+        ],
+    )
+    assert isinstance(created, nio.RoomCreateResponse), created
+    room_id = created.room_id
+    matrix = app.state.matrix
+    assert matrix is not None
+    assert matrix.client is not None
+    client_of_oracle = matrix.client
+
+    async def oracle_joined() -> bool:
+        return bool(
+            await client_of_oracle.is_member(room_id, oracle_account.bot.user_id)
+            and room_id in client_of_oracle.nio.rooms
+        )
+
+    await eventually(oracle_joined)
+    await client.sync(timeout=0)
+    return str(room_id)

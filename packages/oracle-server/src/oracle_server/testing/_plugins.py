@@ -5,17 +5,38 @@
   ``{"city": <city>, "celsius": 21}``.
 - `Announcer` (always visible): ``announce`` emits one client event of every kind
   through ``rt_ctx.emit``, to follow them to the sockets of the turn's session.
+- `SessionListener` (silent): records the session events ``on_session_event`` hears in
+  ``heard``: ``(kind, session id, user DID, title, texts of the thread it took away)``.
+- `SecretProbePlugin` (always visible): ``probe_secrets {names}`` reads those of the
+  user's secrets through ``rt_ctx.secrets`` and keeps the values in ``read``, as a sandbox
+  plugin would send them; the model is told only which names were found.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from oracle_core import OraclePlugin, PluginContext, PluginTool, RuntimeContext, plugin_tool
+from oracle_core import (
+    OraclePlugin,
+    PluginContext,
+    PluginManifest,
+    PluginTool,
+    RuntimeContext,
+    SessionEvent,
+    plugin_tool,
+)
 
-__all__ = ["Announcer", "CityArgs", "ClockPlugin", "WeatherPlugin"]
+__all__ = [
+    "Announcer",
+    "CityArgs",
+    "ClockPlugin",
+    "SecretProbePlugin",
+    "SessionListener",
+    "WeatherPlugin",
+]
 
 
 class CityArgs(BaseModel):
@@ -112,3 +133,50 @@ class Announcer(OraclePlugin):
         emit.reasoning({"reasoning": "hmm", "isComplete": False})
         emit.action_call({"toolCallId": "a1", "toolName": "open_panel", "status": "done"})
         return "announced"
+
+
+class SecretNames(BaseModel):
+    """Arguments of ``probe_secrets``."""
+
+    model_config = ConfigDict(extra="forbid")
+    names: list[str]
+
+
+class SecretProbePlugin(OraclePlugin):
+    """Reads the user's secrets by name; keeps the values it got in :attr:`read`."""
+
+    name = "secret-probe"
+    version = "1"
+    manifest = PluginManifest(
+        title="Secret probe", summary="Reads secrets.", when_to_use=["secrets"], visibility="always"
+    )
+
+    def __init__(self) -> None:
+        self.read: list[dict[str, str]] = []
+
+    def get_tools(self, ctx: PluginContext[Any]) -> list[PluginTool]:
+        @plugin_tool(name="probe_secrets", description="Read secrets.", args_schema=SecretNames)
+        async def probe_secrets(args: SecretNames, rt_ctx: RuntimeContext[Any]) -> str:
+            assert rt_ctx.secrets is not None
+            values = await rt_ctx.secrets.get_values(args.names)
+            self.read.append(values)
+            return json.dumps(sorted(values))  # names only: values never reach the model
+
+        return [probe_secrets]
+
+
+class SessionListener(OraclePlugin):
+    """Records the session events it hears, with the thread a deletion took away."""
+
+    name = "listener"
+    version = "1.0.0"
+    manifest = PluginManifest(
+        title="Listener", summary="Listens.", when_to_use=["never"], visibility="silent"
+    )
+
+    def __init__(self) -> None:
+        self.heard: list[tuple[str, str, str, str | None, list[str]]] = []
+
+    async def on_session_event(self, event: SessionEvent, rt_ctx: RuntimeContext[Any]) -> None:
+        texts = [str(m.text) for m in event.messages]
+        self.heard.append((event.kind, event.session_id, rt_ctx.user.did, event.title, texts))

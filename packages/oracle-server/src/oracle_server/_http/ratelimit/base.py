@@ -37,13 +37,17 @@ class RateDecision:
 class RateLimiter(Protocol):
     """A counter of hits per key over a moving window."""
 
-    async def hit(self, key: str, *, limit: int, window_seconds: int) -> RateDecision:
+    async def hit(
+        self, key: str, *, limit: int, window_seconds: int, cost: int = 1
+    ) -> RateDecision:
         """Record a hit on ``key`` if it fits under ``limit`` per ``window_seconds``.
 
         Args:
             key: The identity being limited, e.g. ``did:<did>`` or a client IP plus route.
             limit: Hits allowed per window (at least 1).
             window_seconds: Length of the moving window in seconds (at least 1).
+            cost: How many hits this one counts for (an upload's megabytes); a hit that
+                does not fit as a whole is refused and counts nothing.
 
         Returns:
             Whether the hit is allowed, and when to retry if refused.
@@ -68,7 +72,12 @@ def window_item(limit: int, window_seconds: int) -> RateLimitItemPerSecond:
 
 
 async def decide(
-    strategy: MovingWindowRateLimiter, key: str, *, limit: int, window_seconds: int
+    strategy: MovingWindowRateLimiter,
+    key: str,
+    *,
+    limit: int,
+    window_seconds: int,
+    cost: int = 1,
 ) -> RateDecision:
     """One hit through a ``limits`` moving window, as a :class:`RateDecision`.
 
@@ -91,8 +100,10 @@ async def decide(
         raise ValueError(
             f"ratelimit.bad_window: window_seconds must be at least 1, got {window_seconds}"
         )
+    if not 1 <= cost <= limit:
+        raise ValueError(f"ratelimit.bad_cost: cost must be 1 to the limit ({limit}), got {cost}")
     item = window_item(limit, window_seconds)
-    if await honour_cancellation(strategy.hit(item, key)):
+    if await honour_cancellation(strategy.hit(item, key, cost=cost)):
         return RateDecision(allowed=True, retry_after=0)
     window = await honour_cancellation(strategy.get_window_stats(item, key))
     # Round up so a client that waits exactly Retry-After finds the slot free.

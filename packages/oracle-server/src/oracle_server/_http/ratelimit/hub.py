@@ -20,14 +20,16 @@ class HubRateLimiter:
     def __init__(self, hub: HubConnection) -> None:
         self._hub = hub
 
-    async def hit(self, key: str, *, limit: int, window_seconds: int) -> RateDecision:
+    async def hit(
+        self, key: str, *, limit: int, window_seconds: int, cost: int = 1
+    ) -> RateDecision:
         """Record a hit on ``key`` if it fits under ``limit`` per ``window_seconds``.
 
         Raises:
             ValueError: ``ratelimit.bad_limit`` or ``ratelimit.bad_window``.
         """
         decision = await self._hub.call(
-            "limiter", "hit", key, limit=limit, window_seconds=window_seconds
+            "limiter", "hit", key, limit=limit, window_seconds=window_seconds, cost=cost
         )
         return cast(RateDecision, decision)
 

@@ -74,7 +74,9 @@ class InMemoryRateLimiter:
         """The number of keys with hits still held in memory."""
         return len(self._storage.events)
 
-    async def hit(self, key: str, *, limit: int, window_seconds: int) -> RateDecision:
+    async def hit(
+        self, key: str, *, limit: int, window_seconds: int, cost: int = 1
+    ) -> RateDecision:
         """Record a hit on ``key`` if it fits under ``limit`` per ``window_seconds``.
 
         Args:
@@ -88,7 +90,9 @@ class InMemoryRateLimiter:
         Raises:
             ValueError: ``limit`` or ``window_seconds`` is below 1.
         """
-        decision = await decide(self._strategy, key, limit=limit, window_seconds=window_seconds)
+        decision = await decide(
+            self._strategy, key, limit=limit, window_seconds=window_seconds, cost=cost
+        )
         now = time.time()
         self._recent[key, limit, window_seconds] = now + window_seconds
         self._recent.move_to_end((key, limit, window_seconds))

@@ -49,7 +49,9 @@ class RedisRateLimiter:
         )
         self._strategy = MovingWindowRateLimiter(storage)
 
-    async def hit(self, key: str, *, limit: int, window_seconds: int) -> RateDecision:
+    async def hit(
+        self, key: str, *, limit: int, window_seconds: int, cost: int = 1
+    ) -> RateDecision:
         """Record a hit on ``key`` if it fits under ``limit`` per ``window_seconds``.
 
         Args:
@@ -64,7 +66,9 @@ class RedisRateLimiter:
             ValueError: ``limit`` or ``window_seconds`` is below 1.
             redis.exceptions.RedisError: Redis is unreachable or refused the script.
         """
-        return await decide(self._strategy, key, limit=limit, window_seconds=window_seconds)
+        return await decide(
+            self._strategy, key, limit=limit, window_seconds=window_seconds, cost=cost
+        )
 
     async def aclose(self) -> None:
         """Close the connection pool."""

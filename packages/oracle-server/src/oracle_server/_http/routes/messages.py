@@ -9,7 +9,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from oracle_core import AttachmentLimits, UserInfo
 from oracle_server._errors import HTTPError
+from oracle_server._http.attachments import IMAGE_MAX_BYTES, prepared_message
 from oracle_server._http.dto import AbortDto, SendMessageDto
 from oracle_server._http.history import message_id, session_history
 from oracle_server._http.parsing import query_int
@@ -108,6 +110,24 @@ async def send_message(request: Request) -> Response:
     strategy = (
         dto.multitask_strategy or record.multitask_strategy or server.settings.session_concurrency
     )
+    matrix_id = _matrix_user_id(auth.did, auth.home_server)
+    prepared = None
+    if dto.attachments:
+        # Fetched and converted before the turn: a refused file answers 422, runs nothing.
+        settings = server.settings
+        prepared = await prepared_message(
+            dto.message,
+            dto.attachments,
+            matrix=server.runtime.ambient.matrix.for_user(
+                UserInfo(did=auth.did, matrix_user_id=matrix_id)
+            ),
+            room_id=record.room_id,
+            vision=None if settings.main_model_vision else server.runtime.ambient.llm.get("vision"),
+            limits=AttachmentLimits(
+                max_file_bytes=settings.attachment_max_bytes,
+                max_image_bytes=min(settings.attachment_max_bytes, IMAGE_MAX_BYTES),
+            ),
+        )
     turn = await server.runner.start(
         TurnInput(
             auth=auth,
@@ -120,7 +140,8 @@ async def send_message(request: Request) -> Response:
             mcp_invocations=dto.mcp_invocations or {},
             strategy=strategy,
             room_id=record.room_id,
-            matrix_user_id=_matrix_user_id(auth.did, auth.home_server),
+            matrix_user_id=matrix_id,
+            prepared=prepared,
         )
     )
     if dto.stream:
