@@ -13,6 +13,7 @@ from benchmarks import (
     mcp_tools,
     plugin_tokens,
     run_rejoin,
+    sandbox_run,
     server_latency,
     server_throughput,
     turn_overhead,
@@ -47,6 +48,8 @@ def main() -> None:
     print(run_rejoin.report(asyncio.run(run_rejoin.measure())))
     print()
     print(mcp_tools.report(asyncio.run(mcp_tools.measure())))
+    print()
+    print(sandbox_run.report(asyncio.run(sandbox_run.measure())))
     print()
     print(versus_langgraph.report(asyncio.run(versus_langgraph.measure())))
     # The same machine, both cores: the oracle's two workers against LangGraph's server.

@@ -47,10 +47,18 @@ from oracle_core.testing import (
     create_test_runtime,
     reply,
 )
+from oracle_plugins.composio import ComposioPlugin
+from oracle_plugins.composio.testing import ComposioWorkerDouble
 from oracle_plugins.domain_indexer import DomainIndexerPlugin
+from oracle_plugins.firecrawl import FirecrawlPlugin
+from oracle_plugins.firecrawl.testing import FirecrawlDouble
 from oracle_plugins.ixo_chain import IxoChainPlugin
 from oracle_plugins.memory import MemoryPlugin
 from oracle_plugins.memory.testing import MemoryEngineDouble
+from oracle_plugins.sandbox import SandboxPlugin
+from oracle_plugins.sandbox.testing import SandboxDouble
+from oracle_plugins.skills import SkillsPlugin
+from oracle_plugins.skills.testing import SkillsRegistryDouble
 from oracle_plugins.user_preferences import TOOL_NAME as SET_PREFERENCES
 from oracle_plugins.user_preferences import UserPreferencesPlugin
 from oracle_server import IxoUcanService
@@ -112,6 +120,7 @@ class Case:
     state: Mapping[str, Any] = field(default_factory=dict)
     load: str | None = None
     remote_memory: bool = False
+    """The remote services' doubles in the environment (memory, sandbox, skills, web)."""
     expect: str | None = None
     """Text the plugin run's prompt must hold (proof the seed or load took effect)."""
 
@@ -130,6 +139,22 @@ def memory(s: Services) -> list[OraclePlugin]:
 
 def indexer(s: Services) -> list[OraclePlugin]:
     return [DomainIndexerPlugin(transport=s.transport())]
+
+
+def sandbox(s: Services) -> list[OraclePlugin]:
+    return [SandboxPlugin()]
+
+
+def sandbox_skills(s: Services) -> list[OraclePlugin]:
+    return [SandboxPlugin(), SkillsPlugin()]
+
+
+def firecrawl(s: Services) -> list[OraclePlugin]:
+    return [FirecrawlPlugin()]
+
+
+def composio(s: Services) -> list[OraclePlugin]:
+    return [ComposioPlugin()]
 
 
 def all_four(s: Services) -> list[OraclePlugin]:
@@ -190,6 +215,32 @@ CASES = [
         base_label="core + entity DID",
         state=WITH_ENTITY,
         expect=ENTITY_MODE,
+    ),
+    Case("sandbox (hosted double)", sandbox, remote_memory=True),
+    Case(
+        "skills, next to sandbox",
+        sandbox_skills,
+        base=sandbox,
+        base_label="sandbox",
+        remote_memory=True,
+    ),
+    Case("firecrawl on-demand, the only one", firecrawl, remote_memory=True),
+    Case(
+        "firecrawl loaded (turn after loading)",
+        firecrawl,
+        base=firecrawl,
+        base_label="firecrawl unloaded",
+        load="firecrawl",
+        remote_memory=True,
+    ),
+    Case("composio on-demand, the only one", composio, remote_memory=True),
+    Case(
+        "composio loaded (turn after loading)",
+        composio,
+        base=composio,
+        base_label="composio unloaded",
+        load="composio",
+        remote_memory=True,
     ),
     Case("all four, nothing saved", all_four),
     Case(
@@ -302,17 +353,37 @@ async def measure_runtime(
 
 @asynccontextmanager
 async def memory_engine(user: Ed25519Signer, services: Services) -> AsyncIterator[float]:
-    """The Memory Engine double on loopback, trusting ``user``; yields its start seconds."""
+    """The doubles on loopback (Memory Engine, hosted sandbox, skills registry,
+    Firecrawl), trusting ``user``; yields the Memory Engine's start seconds."""
     started = time.perf_counter()
     oracle = Ed25519Signer.generate()
     double = MemoryEngineDouble(trusted_users=[user.did()])
-    async with double.running(), LoopbackServer(double.routes) as server:
+    hosted = SandboxDouble(trusted_users=[user.did()])
+    registry = SkillsRegistryDouble(trusted_users=[user.did()])
+    web = FirecrawlDouble()
+    worker = ComposioWorkerDouble(trusted_users=[user.did()])
+    async with (
+        double.running(),
+        LoopbackServer(double.routes) as server,
+        hosted.running(),
+        LoopbackServer(hosted.routes) as hosted_server,
+        LoopbackServer(registry.routes) as registry_server,
+        web.running(),
+        LoopbackServer(web.routes) as web_server,
+        LoopbackServer(worker.routes) as worker_server,
+    ):
         double.origin = server.origin
         seconds = time.perf_counter() - started
+        hosted.origin, registry.origin = hosted_server.origin, registry_server.origin
+        web.origin, worker.origin = web_server.origin, worker_server.origin
         raw = delegate(
             user,
             audience=oracle.did(),
-            capabilities=[{"with": "ixo:memory", "can": "memory/*"}],
+            capabilities=[
+                {"with": "ixo:memory", "can": "memory/*"},
+                {"with": "ixo:sandbox", "can": "sandbox/*"},
+                {"with": "ixo:skills", "can": "skills/*"},
+            ],
             expiration=int(time.time()) + 3600,
         ).to_base64()
         minting = IxoUcanService(oracle_did=oracle.did(), signer=lambda: oracle)
@@ -320,6 +391,11 @@ async def memory_engine(user: Ed25519Signer, services: Services) -> AsyncIterato
         services.memory_env = {
             "MEMORY_MCP_URL": double.mcp_url,
             "MEMORY_ENGINE_URL": double.engine_url,
+            "SANDBOX_MCP_URL": hosted.mcp_url,
+            "SKILLS_CAPSULES_BASE_URL": registry.base_url,
+            "FIRECRAWL_MCP_URL": web.mcp_url,
+            "COMPOSIO_API_KEY": worker.api_key,
+            "COMPOSIO_BASE_URL": worker.base_url,
         }
         yield seconds
 

@@ -35,11 +35,14 @@ class SearchConfig(BaseModel):
     SEARCH_BACKEND: str | None = None
 
 
-def search_plugin(*, embedded: str | None = "index") -> OraclePlugin:
-    """Auto(``SEARCH_URL``); a remote service, and an in-process index unless ``None``."""
+def search_plugin(*, embedded: str | None = "index", local: bool = True) -> OraclePlugin:
+    """Auto(``SEARCH_URL``); a remote service, and an in-process index unless ``None``
+    (picked in local mode unless ``local`` is false)."""
     backends: dict[str, Any] = {"variable": "SEARCH_BACKEND", "default": "service"}
     if embedded is not None:
         backends["embedded"] = embedded
+    if not local:
+        backends["local"] = False
 
     class SearchPlugin(OraclePlugin):
         name = "search"
@@ -120,6 +123,23 @@ def test_in_local_mode_an_embedded_backend_is_on_by_default() -> None:
     )
     # Switched off by features, it stays off.
     assert chosen(search_plugin(), env={}, local=True, toggle=False, detected=False)[0] == []
+
+
+def test_an_embedded_backend_kept_out_of_local_mode_runs_only_when_chosen() -> None:
+    plugin = search_plugin(local=False)
+    # Local mode alone does not pick it ...
+    assert chosen(plugin, env={}, local=True, detected=False) == ([], {}, {})
+    # ... naming it or forcing the plugin on does.
+    named = {"SEARCH_BACKEND": "index"}
+    assert chosen(plugin, env=named, local=True, detected=False)[:2] == (
+        ["search"],
+        {"search": "index"},
+    )
+    assert chosen(plugin, env={}, local=True, toggle=True, detected=False) == (
+        ["search"],
+        {"search": "index"},
+        {"SEARCH_BACKEND": "index"},
+    )
 
 
 def test_the_service_present_selects_the_default_backend_even_in_local_mode() -> None:

@@ -584,6 +584,14 @@ def test_secrets_context_replaces_name_bullets() -> None:
     assert "GITHUB_TOKEN" not in prompt.text
 
 
+def test_a_plugins_secrets_block_replaces_the_bullets_and_the_hosts_wins() -> None:
+    plugin = {"user_secrets": "- _USER_SECRET_GITHUB_TOKEN"}
+    prompt = compose(secret_names=["GITHUB_TOKEN"], plugin_blocks=plugin)
+    assert section(prompt, "secrets") == ("## Available User Secrets\n- _USER_SECRET_GITHUB_TOKEN")
+    hosted = compose(plugin_blocks=plugin, user_secrets_context="- the host's list")
+    assert section(hosted, "secrets") == "## Available User Secrets\n- the host's list"
+
+
 def test_secrets_context_with_own_heading_is_not_doubled() -> None:
     block = "## Available User Secrets\n- GitHub token"
     text = section(compose(user_secrets_context=block), "secrets")

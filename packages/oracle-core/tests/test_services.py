@@ -65,6 +65,7 @@ class FakeMinter:
     def __init__(self) -> None:
         self.mints: list[tuple[str, str, str, bool]] = []
         self.delegations: list[tuple[str, str, str, int | None]] = []
+        self.delegation_abilities: list[str] = []
 
     def has_capability(self, resource: str, action: str) -> bool:
         return False
@@ -91,9 +92,26 @@ class FakeMinter:
         capability: str,
         *,
         max_ttl_seconds: int | None = None,
+        can: str = "*",
     ) -> dict[str, str]:
         self.delegations.append((car, service_url, capability, max_ttl_seconds))
+        self.delegation_abilities.append(can)
         return {"invocation": f"inv-{car}"}
+
+
+class MinterWithoutAbility(FakeMinter):
+    """A minter written before ``create_invocation_from_delegation`` took ``can``."""
+
+    async def create_invocation_from_delegation(  # type: ignore[override]
+        self,
+        car: str,
+        service_url: str,
+        capability: str,
+        *,
+        max_ttl_seconds: int | None = None,
+    ) -> dict[str, str]:
+        self.delegations.append((car, service_url, capability, max_ttl_seconds))
+        return {"invocation": f"old-{car}"}
 
 
 def ucan_for(
@@ -337,6 +355,32 @@ async def test_minting_is_delegated_to_a_configured_minter() -> None:
     # Grants are still checked by the local accessor, not by the minter.
     assert ucan.has_capability("r", "entity/read") is True
     assert ucan.has_capability("r", "entity/write") is False
+
+
+async def test_an_invocation_from_a_passed_delegation_claims_the_ability_asked_for() -> None:
+    minter = FakeMinter()
+    ucan = ucan_for(None, minter)
+
+    await ucan.create_invocation_from_delegation("car-1", "https://vfs", "ixo:filesystem")
+    await ucan.create_invocation_from_delegation(
+        "car-2", "https://vfs", "ixo:filesystem", can="fs/read", max_ttl_seconds=60
+    )
+
+    assert minter.delegations == [
+        ("car-1", "https://vfs", "ixo:filesystem", None),
+        ("car-2", "https://vfs", "ixo:filesystem", 60),
+    ]
+    assert minter.delegation_abilities == ["*", "fs/read"]
+
+
+async def test_a_minter_without_the_ability_keyword_still_mints_the_default() -> None:
+    minter = MinterWithoutAbility()
+    ucan = ucan_for(None, minter)  # type: ignore[arg-type]
+
+    answer = await ucan.create_invocation_from_delegation("car-1", "https://svc", "ixo:x")
+
+    assert answer == {"invocation": "old-car-1"}
+    assert minter.delegations == [("car-1", "https://svc", "ixo:x", None)]
 
 
 # --- Matrix (CORE-49) -----------------------------------------------------------------

@@ -107,7 +107,7 @@ async def compose_turn_prompt(
         )
     )
     secret_names: list[str] = []
-    if ctx.secrets is not None and texts[3] is None:
+    if ctx.secrets is not None and texts[3] is None and "user_secrets" not in blocks:
         try:
             secret_names = [s.name for s in await ctx.secrets.get_index()]
         except Exception:

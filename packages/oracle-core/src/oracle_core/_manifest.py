@@ -85,11 +85,16 @@ class ManifestBackends(_ManifestModel):
         embedded: The backend that runs in process with no outside service, or ``None``
             when the plugin has none (forcing it on without its service then fails boot
             with ``boot.plugin.env_missing``).
+        local: Whether ``ORACLE_BACKEND=local`` alone picks ``embedded``. ``False`` for
+            an embedded backend that needs what a machine may lack or that the operator
+            should choose knowingly (the sandbox's bubblewrap): it then runs only when
+            ``variable`` names it or the plugin is forced on.
     """
 
     variable: str
     default: str
     embedded: str | None = None
+    local: bool = True
 
 
 class PluginManifest(_ManifestModel):

@@ -42,10 +42,15 @@ __all__ = [
     "time_note",
 ]
 
-PromptSlot = Literal["operational_mode", "editor_section", "composio_context"]
+PromptSlot = Literal["operational_mode", "editor_section", "composio_context", "user_secrets"]
 """Slots a plugin may fill through ``get_prompt_blocks`` (CORE-74)."""
 
-PROMPT_SLOTS: tuple[str, ...] = ("operational_mode", "editor_section", "composio_context")
+PROMPT_SLOTS: tuple[str, ...] = (
+    "operational_mode",
+    "editor_section",
+    "composio_context",
+    "user_secrets",
+)
 """The values of ``PromptSlot``, for checking plugin output at run time."""
 
 CAPABILITY_BUDGET_TOKENS = 5000
@@ -546,6 +551,8 @@ def compose_system_prompt(inputs: PromptInputs) -> SystemPrompt:
     )
     composio = _text(inputs.composio_context) or _text(blocks.get("composio_context"))
     editor = _text(inputs.editor_section) or _text(blocks.get("editor_section"))
+    # The host's text, else a plugin's (how its tools reach the secrets), else the names.
+    secrets_context = _text(inputs.user_secrets_context) or _text(blocks.get("user_secrets"))
     style = _text(prompt.communication_style)
     # The client supplies the entity: one line, capped, so it cannot add a heading.
     entity = inline_prompt_value(inputs.current_entity_did, ENTITY_DID_MAX_CHARS)
@@ -575,7 +582,7 @@ def compose_system_prompt(inputs: PromptInputs) -> SystemPrompt:
             "entity",
             f"## Current Entity\nThe user is working in entity {entity}." if entity else None,
         ),
-        (10, "secrets", _secrets(inputs.secret_names, inputs.user_secrets_context)),
+        (10, "secrets", _secrets(inputs.secret_names, secrets_context)),
         (11, "preferences", _preferences(inputs.user_preferences)),
         (12, "operational_mode", _titled("## Operational Mode", mode)),
         (13, "composio", _titled("## Composio Context", composio) if composio else None),

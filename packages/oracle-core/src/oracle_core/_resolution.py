@@ -159,7 +159,7 @@ class BackendSelection:
             return named if ready or named == declared.embedded else None
         if ready:
             return declared.default
-        if declared.embedded is not None and (forced or self.local):
+        if declared.embedded is not None and (forced or (self.local and declared.local)):
             return declared.embedded
         return None
 

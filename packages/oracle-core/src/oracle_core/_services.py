@@ -181,8 +181,14 @@ class UcanAccessor(Protocol):
         capability: str,
         *,
         max_ttl_seconds: int | None = None,
+        can: str = "*",
     ) -> dict[str, str]:
-        """``{"invocation": …}`` or ``{"error": …}`` (text fit to show verbatim)."""
+        """``{"invocation": …}`` or ``{"error": …}`` (text fit to show verbatim).
+
+        The invocation claims ``can`` on ``capability``, proven by ``car`` (a delegation
+        addressed to the oracle, e.g. one fetched from a UCAN store): pass the minimum
+        ability a call needs so the invocation attenuates the delegation.
+        """
         ...
 
 
@@ -239,11 +245,17 @@ class _GrantingUcan:
         capability: str,
         *,
         max_ttl_seconds: int | None = None,
+        can: str = "*",
     ) -> dict[str, str]:
         if self.minter is None:
             return {"error": "UCAN minting is not configured for this oracle."}
+        if can == "*":
+            # Minters written before ``can`` existed keep working for the default.
+            return await self.minter.create_invocation_from_delegation(
+                car, service_url, capability, max_ttl_seconds=max_ttl_seconds
+            )
         return await self.minter.create_invocation_from_delegation(
-            car, service_url, capability, max_ttl_seconds=max_ttl_seconds
+            car, service_url, capability, max_ttl_seconds=max_ttl_seconds, can=can
         )
 
 

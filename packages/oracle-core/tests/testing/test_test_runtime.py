@@ -682,7 +682,13 @@ class FakeMinter:
         return True
 
     async def create_invocation_from_delegation(
-        self, car: str, service_url: str, capability: str, *, max_ttl_seconds: int | None = None
+        self,
+        car: str,
+        service_url: str,
+        capability: str,
+        *,
+        max_ttl_seconds: int | None = None,
+        can: str = "*",
     ) -> dict[str, str]:
         return {"invocation": car}
 

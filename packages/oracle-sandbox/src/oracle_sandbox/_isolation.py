@@ -31,7 +31,7 @@ import shutil
 import signal
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -48,6 +48,7 @@ logger = logging.getLogger("oracle.sandbox")
 
 SANDBOX_UID = 65534  # nobody
 WORKSPACE_PREFIX = "/workspace/data/"
+OUTPUT_ALIAS = "/workspace/output/"
 READ_CHUNK = 65536
 _SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 # What programs need from /etc to start (name resolution is pointless without a network).
@@ -104,6 +105,7 @@ class RunResult:
         timed_out: Killed by the wall clock.
         truncated: Killed for writing more output than the cap.
         seconds: Real time the run took.
+        stdout_bytes: The raw standard output, for the runs that read a file.
     """
 
     exit_code: int | None
@@ -112,6 +114,7 @@ class RunResult:
     timed_out: bool
     truncated: bool
     seconds: float
+    stdout_bytes: bytes = field(default=b"", repr=False)
 
     @property
     def ok(self) -> bool:
@@ -198,11 +201,11 @@ class BubblewrapSandbox:
         if not data.is_dir():
             self.root.mkdir(parents=True, exist_ok=True)
             self.root.chmod(0o711)  # searchable, not listable: no one learns the user keys
-            data.mkdir(parents=True, exist_ok=True)
+            (data / "output").mkdir(parents=True, exist_ok=True)
             (self.root / key).chmod(0o700)
             if os.geteuid() == 0:
-                os.chown(self.root / key, self.uid, self.uid)
-                os.chown(data, self.uid, self.uid)
+                for made in (self.root / key, data, data / "output"):
+                    os.chown(made, self.uid, self.uid)
         return data
 
     def _command(
@@ -264,6 +267,10 @@ class BubblewrapSandbox:
             "--bind",
             str(workspace),
             "/workspace/data",
+            # Deliverables and earlier attachments: /workspace/output is data/output.
+            "--symlink",
+            "/workspace/data/output",
+            "/workspace/output",
         ]
         for name, path in skills.items():
             command += ["--ro-bind", str(path), f"/workspace/skills/{name}"]
@@ -320,6 +327,26 @@ class BubblewrapSandbox:
             raise SandboxFileError(reason[:300])
         return int(result.stdout.strip())
 
+    async def read_file(self, user: str, path: str, *, max_bytes: int) -> bytes:
+        """The bytes of ``path`` in the user's ``/workspace/data/`` (``/workspace/output/``
+        is its ``output`` folder).
+
+        Read inside a sandbox, as the sandbox user, like :meth:`write_file`: a link in
+        the workspace cannot make it read the host.
+
+        Raises:
+            SandboxFileError: ``path`` is outside the workspace, is not a file, or is
+                larger than ``max_bytes``.
+        """
+        normal = _workspace_path(path)
+        result = await self._run(
+            user, ["python3", "-c", _READ_FILE, normal, str(max_bytes)], capture=max_bytes
+        )
+        if not result.ok:
+            reason = (result.stderr.strip().splitlines() or ["the read failed"])[-1]
+            raise SandboxFileError(reason[:300])
+        return result.stdout_bytes
+
     async def _run(
         self,
         user: str,
@@ -328,6 +355,7 @@ class BubblewrapSandbox:
         env: Mapping[str, str] | None = None,
         skills: Mapping[str, Path] | None = None,
         stdin: bytes | None = None,
+        capture: int | None = None,
     ) -> RunResult:
         if self._bwrap is None:
             self.check()
@@ -335,13 +363,7 @@ class BubblewrapSandbox:
         if os.geteuid() == 0:
             for skill in (skills or {}).values():
                 self._check_reachable(skill)
-        environment = {
-            **dict(env or {}),
-            "PATH": _SAFE_PATH,
-            "HOME": "/workspace/data",
-            "LANG": "C.UTF-8",
-            "TMPDIR": "/tmp",
-        }
+        environment = _environment(env)
         started = time.monotonic()
         info_read, info_write = os.pipe()
         try:
@@ -364,7 +386,11 @@ class BubblewrapSandbox:
         if stdin is not None:
             assert process.stdin is not None
             feeding = asyncio.ensure_future(_feed(process.stdin, stdin))
-        out, err = _Capped(self.limits.output_bytes), _Capped(self.limits.output_bytes)
+        # A file read keeps up to its own cap of stdout (one byte more shows it was over).
+        out, err = (
+            _Capped(capture + 1 if capture is not None else self.limits.output_bytes),
+            _Capped(self.limits.output_bytes),
+        )
         assert process.stdout is not None
         assert process.stderr is not None
         readers = asyncio.gather(out.drain(process.stdout), err.drain(process.stderr))
@@ -404,8 +430,44 @@ class BubblewrapSandbox:
             timed_out=timed_out,
             truncated=truncated,
             seconds=time.monotonic() - started,
+            stdout_bytes=bytes(out.data) if capture is not None else b"",
         )
 
+
+def _environment(env: Mapping[str, str] | None) -> dict[str, str]:
+    """What a run sees: the caller's variables, then the fixed ones (which win)."""
+    return {
+        **dict(env or {}),
+        "PATH": _SAFE_PATH,
+        "HOME": "/workspace/data",
+        "LANG": "C.UTF-8",
+        "TMPDIR": "/tmp",
+    }
+
+
+def _workspace_path(path: str) -> str:
+    """``path`` normalised, when it is in the workspace (``/workspace/output/`` as the
+    ``output`` folder of ``/workspace/data/``)."""
+    if "\x00" in path:
+        raise SandboxFileError("a path cannot hold NUL")
+    normal = posixpath.normpath(path)
+    if normal.startswith(OUTPUT_ALIAS):
+        normal = WORKSPACE_PREFIX + "output/" + normal.removeprefix(OUTPUT_ALIAS)
+    if not normal.startswith(WORKSPACE_PREFIX):
+        raise SandboxFileError(f"files are read only under {WORKSPACE_PREFIX}")
+    return normal
+
+
+_READ_FILE = """
+import os, sys
+path, cap = sys.argv[1], int(sys.argv[2])
+if not os.path.isfile(path):
+    sys.exit("no such file: " + path)
+if os.path.getsize(path) > cap:
+    sys.exit("the file is larger than %d bytes" % cap)
+with open(path, "rb") as src:
+    sys.stdout.buffer.write(src.read(cap + 1))
+"""
 
 _WRITE_FILE = """
 import os, sys

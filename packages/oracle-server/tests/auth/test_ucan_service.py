@@ -11,6 +11,9 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import BaseModel, ConfigDict
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from oracle_core import (
     CapabilityDeniedError,
@@ -23,7 +26,7 @@ from oracle_core import (
 )
 from oracle_server import create_oracle_app
 from oracle_server._auth.ucan_service import IxoUcanService
-from oracle_server.testing import OpenAIDouble, Step, ToolCalls, serving
+from oracle_server.testing import LoopbackServer, OpenAIDouble, Step, ToolCalls, serving
 from oracle_ucan import (
     CapabilityDef,
     ChainVerifier,
@@ -110,6 +113,50 @@ async def test_a_minted_invocation_passes_the_services_validator() -> None:
     minted = Delegation.from_base64(token)
     assert minted.issuer == ORACLE_DID
     assert minted.audience == SERVICE_DID
+
+
+async def test_an_invocation_from_a_fetched_delegation_claims_the_ability_asked_for() -> None:
+    """A delegation fetched elsewhere (a UCAN store) proves an invocation that claims only
+    the ability the call needs, addressed to the service's resolved ``did:web``."""
+    user = Ed25519Signer.generate()
+    grant = delegate(
+        user,
+        audience=ORACLE_DID,
+        capabilities=[{"with": "ixo:filesystem", "can": "*"}],
+        expiration=int(time.time()) + 3600,
+    ).to_base64()
+    ucan = service().for_user(UserInfo(did=user.did()))
+    did_web = "did:web:vfs.example"
+
+    async def did_document(request: Request) -> JSONResponse:
+        return JSONResponse({"id": did_web})
+
+    async with LoopbackServer([Route("/.well-known/did.json", did_document)]) as vfs:
+        answer = await ucan.create_invocation_from_delegation(
+            grant, vfs.origin, "ixo:filesystem", can="fs/read", max_ttl_seconds=60
+        )
+        default = await ucan.create_invocation_from_delegation(grant, vfs.origin, "ixo:filesystem")
+
+    assert list(answer) == ["invocation"], answer
+    minted = Delegation.from_base64(answer["invocation"])
+    assert minted.capabilities == ({"with": "ixo:filesystem", "can": "fs/read"},)
+    assert minted.audience == did_web
+    assert minted.issuer == ORACLE_DID
+    assert Delegation.from_base64(default["invocation"]).capabilities == (
+        {"with": "ixo:filesystem", "can": "*"},
+    )
+    resolver = LocalResolver()
+    resolver.register(ORACLE_DID, ORACLE_KEY.did().removeprefix("did:key:"))
+    result = await validate_invocation(
+        answer["invocation"],
+        CapabilityDef(can="fs/read", protocol="ixo:"),
+        "ixo:filesystem",
+        audience=did_web,
+        root_issuers=[user.did()],
+        store=InMemoryInvocationStore(),
+        verifier=ChainVerifier(resolver),
+    )
+    assert result.ok, result.error
 
 
 async def test_minting_degrades_and_asks_to_reauthorise() -> None:

@@ -169,8 +169,10 @@ class IxoUcan:
         capability: str,
         *,
         max_ttl_seconds: int | None = None,
+        can: str = "*",
     ) -> dict[str, str]:
-        """``{"invocation"}`` from a delegation passed in, or ``{"error"}`` to show."""
+        """``{"invocation"}`` claiming ``can`` on ``capability``, from a delegation passed
+        in, or ``{"error"}`` to show."""
         return await self._minter().create_invocation_from_delegation(
-            car, service_url, {"with": capability, "can": "*"}, max_ttl_seconds=max_ttl_seconds
+            car, service_url, {"with": capability, "can": can}, max_ttl_seconds=max_ttl_seconds
         )

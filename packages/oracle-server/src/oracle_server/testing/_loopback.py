@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from oracle_server._http.eof import close_connections_on_eof
+from oracle_ucan.did import clear_service_did_cache
 
 __all__ = ["LoopbackServer"]
 
@@ -61,6 +62,9 @@ class LoopbackServer:
         """
         if self._task is not None:
             raise RuntimeError(f"{self.name} is already started")
+        # A new server may take the port of one an earlier test served another did:web
+        # document on: the process-wide DID cache must not answer for this origin.
+        clear_service_did_cache()
         close_connections_on_eof()
         config = Config()
         config.bind = ["127.0.0.1:0"]
