@@ -9,8 +9,13 @@ their streams open, and the run shows that a saturated server slows down evenly 
 of failing. The oracle runs in a process of its own (``OracleProcess``), so its resident
 memory and open descriptors are read from ``/proc`` every few seconds while the load
 lasts (not while the last turns drain). A run passes with no error and, after warm-up
-(the first quarter of the run, at least 30 s), both figures flat: the mean of the last third of the
-samples within ``tolerance`` of the mean of the first third.
+(the first quarter of the run, at least 30 s), memory and the descriptors other than
+sockets flat: the mean of the last third of the samples within ``tolerance`` of the mean
+of the first third. Sockets are not flat under load, and need not be: the model client
+opens one per running turn and closes idle ones after a few seconds, so their count
+swings by a third between samples on a busy machine. They pass when they stay within
+``socket_bound`` (the sessions' own connections plus the model pool); a socket leaked per
+turn passes that bound within seconds.
 """
 
 from __future__ import annotations
@@ -34,6 +39,12 @@ from reliability._sse import sse_events
 __all__ = ["SoakFigures", "soak"]
 
 SAMPLE_SECONDS = 2.0
+MODEL_POOL = 100
+"""Idle connections the model client keeps (the OpenAI SDK's keep-alive pool)."""
+TURN_CONCURRENCY = 64
+"""Turns running at once (the server's default), each with a model connection of its own."""
+LISTENERS = 16
+"""The server's listening sockets and its connections to its own stores, with room."""
 WARM_UP_MIN_SECONDS = 30.0
 """The warm-up is at least this long: the server's connection pools (the sessions' own
 connections, and those to the model, which grow while turns queue) and the users'
@@ -54,6 +65,18 @@ class SoakFigures:
     elapsed: float = 0.0
     rss: list[tuple[float, int]] = field(default_factory=list)
     fds: list[tuple[float, int]] = field(default_factory=list)
+    sockets: list[tuple[float, int]] = field(default_factory=list)
+
+    @property
+    def files(self) -> list[tuple[float, int]]:
+        """The descriptors other than sockets (databases, logs, pipes), per sample."""
+        return [(at, total - s) for (at, total), (_, s) in zip(self.fds, self.sockets, strict=True)]
+
+    @property
+    def socket_bound(self) -> int:
+        """The most sockets a healthy server holds under this load: one per session, and
+        the model client's pool (up to ``MODEL_POOL`` idle, one more per running turn)."""
+        return self.sessions + MODEL_POOL + TURN_CONCURRENCY + LISTENERS
 
     @property
     def turns_per_second(self) -> float:
@@ -73,8 +96,13 @@ class SoakFigures:
         return statistics.mean(warm[-third:]) / statistics.mean(warm[:third]) - 1
 
     def flat(self, tolerance: float = 0.10) -> bool:
-        """Whether memory and descriptors stayed within ``tolerance`` after warm-up."""
-        return abs(self.drift(self.rss)) <= tolerance and abs(self.drift(self.fds)) <= tolerance
+        """Whether memory and the descriptors other than sockets stayed within
+        ``tolerance`` after warm-up, and the sockets within ``socket_bound``."""
+        return (
+            abs(self.drift(self.rss)) <= tolerance
+            and abs(self.drift(self.files)) <= tolerance
+            and max((n for _, n in self.sockets), default=0) <= self.socket_bound
+        )
 
     def report(self) -> str:
         """The figures as text."""
@@ -101,9 +129,12 @@ class SoakFigures:
                 f"drift after warm-up {self.drift(self.rss):+.1%}"
             )
         if fds:
+            files = [value for _, value in self.files]
+            sockets = [value for _, value in self.sockets]
             lines.append(
-                f"  server fds: min {min(fds)}, max {max(fds)}, "
-                f"drift after warm-up {self.drift(self.fds):+.1%}"
+                f"  server fds: min {min(fds)}, max {max(fds)}; other than sockets "
+                f"{min(files)}..{max(files)}, drift after warm-up {self.drift(self.files):+.1%}; "
+                f"sockets {min(sockets)}..{max(sockets)} (bound {self.socket_bound})"
             )
         return "\n".join(lines)
 
@@ -209,8 +240,11 @@ async def _sample(
     while time.monotonic() < until:
         at = time.monotonic() - started
         with contextlib.suppress(OSError, StopIteration):
-            figures.rss.append((at, oracle.rss_bytes()))
-            figures.fds.append((at, oracle.open_fds()))
+            rss = oracle.rss_bytes()
+            fds, sockets = oracle.open_descriptors()
+            figures.rss.append((at, rss))
+            figures.fds.append((at, fds))
+            figures.sockets.append((at, sockets))
         await asyncio.sleep(SAMPLE_SECONDS)
 
 

@@ -32,4 +32,5 @@ async def test_a_minute_of_concurrent_sse_sessions_without_an_error(tmp_path: Pa
 
     assert figures.turns > figures.sessions  # every session got past its first turn
     assert not figures.errors
-    assert abs(figures.drift(figures.fds)) <= 0.10
+    assert abs(figures.drift(figures.files)) <= 0.10
+    assert max(n for _, n in figures.sockets) <= figures.socket_bound

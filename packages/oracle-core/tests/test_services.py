@@ -85,6 +85,11 @@ class FakeMinter:
     def has_signing_key(self) -> bool:
         return True
 
+    async def mint_oracle_invocation(
+        self, service_url: str, can: str, *, with_: str | None = None
+    ) -> str | None:
+        return f"own-{can}-{with_}"
+
     async def create_invocation_from_delegation(
         self,
         car: str,

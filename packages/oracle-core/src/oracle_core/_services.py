@@ -174,6 +174,19 @@ class UcanAccessor(Protocol):
         """Whether this oracle can sign invocations."""
         ...
 
+    async def mint_oracle_invocation(
+        self, service_url: str, can: str, *, with_: str | None = None
+    ) -> str | None:
+        """An invocation the oracle issues on its own authority, without the user's proof.
+
+        For services that serve the oracle itself, such as a UCAN store listing the
+        delegations users addressed to it. ``with_`` defaults to the oracle's DID; the
+        audience is the ``did:web`` of ``service_url``. Each call is single-use (a fresh
+        nonce). ``None`` when the oracle has no signing key or the service publishes no
+        DID; ``NotConfiguredError`` when this backend cannot mint at all.
+        """
+        ...
+
     async def create_invocation_from_delegation(
         self,
         car: str,
@@ -187,7 +200,8 @@ class UcanAccessor(Protocol):
 
         The invocation claims ``can`` on ``capability``, proven by ``car`` (a delegation
         addressed to the oracle, e.g. one fetched from a UCAN store): pass the minimum
-        ability a call needs so the invocation attenuates the delegation.
+        ability a call needs so the invocation attenuates the delegation. Each call is
+        single-use (a fresh nonce), so a service that refuses replays accepts every one.
         """
         ...
 
@@ -237,6 +251,13 @@ class _GrantingUcan:
 
     def has_signing_key(self) -> bool:
         return self.minter is not None and self.minter.has_signing_key()
+
+    async def mint_oracle_invocation(
+        self, service_url: str, can: str, *, with_: str | None = None
+    ) -> str | None:
+        if self.minter is None:
+            raise self._not_configured()
+        return await self.minter.mint_oracle_invocation(service_url, can, with_=with_)
 
     async def create_invocation_from_delegation(
         self,

@@ -159,6 +159,86 @@ async def test_an_invocation_from_a_fetched_delegation_claims_the_ability_asked_
     assert result.ok, result.error
 
 
+async def test_invocations_from_a_fetched_delegation_are_single_use() -> None:
+    """Two calls in one second give two invocations: a service refusing replays takes both."""
+    user = Ed25519Signer.generate()
+    grant = delegate(
+        user,
+        audience=ORACLE_DID,
+        capabilities=[{"with": "ixo:filesystem", "can": "*"}],
+        expiration=int(time.time()) + 3600,
+    ).to_base64()
+    ucan = service().for_user(UserInfo(did=user.did()))
+    did_web = "did:web:vfs.example"
+
+    async def did_document(request: Request) -> JSONResponse:
+        return JSONResponse({"id": did_web})
+
+    resolver = LocalResolver()
+    resolver.register(ORACLE_DID, ORACLE_KEY.did().removeprefix("did:key:"))
+    store = InMemoryInvocationStore()
+    async with LoopbackServer([Route("/.well-known/did.json", did_document)]) as vfs:
+        tokens = [
+            (
+                await ucan.create_invocation_from_delegation(
+                    grant, vfs.origin, "ixo:filesystem", can="fs/read"
+                )
+            )["invocation"]
+            for _ in range(2)
+        ]
+
+    assert tokens[0] != tokens[1]
+    for token in tokens:
+        result = await validate_invocation(
+            token,
+            CapabilityDef(can="fs/read", protocol="ixo:"),
+            "ixo:filesystem",
+            audience=did_web,
+            root_issuers=[user.did()],
+            store=store,
+            verifier=ChainVerifier(resolver),
+        )
+        assert result.ok, result.error
+
+
+async def test_an_invocation_on_the_oracles_own_authority_needs_no_user_grant() -> None:
+    """For a service that serves the oracle itself (a UCAN store): ``with`` is the oracle's
+    DID, no proofs, single-use, addressed to the service's ``did:web``."""
+    user = Ed25519Signer.generate()
+    ucan = service().for_user(UserInfo(did=user.did()))  # no delegation at all
+    did_web = "did:web:store.example"
+
+    async def did_document(request: Request) -> JSONResponse:
+        return JSONResponse({"id": did_web})
+
+    async with LoopbackServer([Route("/.well-known/did.json", did_document)]) as store_server:
+        first = await ucan.mint_oracle_invocation(store_server.origin, "store/get")
+        second = await ucan.mint_oracle_invocation(store_server.origin, "store/get")
+    keyless = service(signer=None).for_user(UserInfo(did=user.did()))
+    assert await keyless.mint_oracle_invocation("http://127.0.0.1:9", "store/get") is None
+
+    assert first is not None
+    assert second is not None
+    assert first != second
+    minted = Delegation.from_base64(first)
+    assert minted.issuer == ORACLE_DID
+    assert minted.audience == did_web
+    assert minted.capabilities == ({"with": ORACLE_DID, "can": "store/get"},)
+    assert minted.proofs() == []
+    resolver = LocalResolver()
+    resolver.register(ORACLE_DID, ORACLE_KEY.did().removeprefix("did:key:"))
+    result = await validate_invocation(
+        first,
+        CapabilityDef(can="store/get", protocol="did:"),
+        ORACLE_DID,
+        audience=did_web,
+        root_issuers=[ORACLE_DID],
+        store=InMemoryInvocationStore(),
+        verifier=ChainVerifier(resolver),
+    )
+    assert result.ok, result.error
+
+
 async def test_minting_degrades_and_asks_to_reauthorise() -> None:
     user = Ed25519Signer.generate()
     prompts: list[str] = []

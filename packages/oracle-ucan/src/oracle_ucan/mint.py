@@ -23,6 +23,8 @@ __all__ = [
 ]
 
 DEFAULT_INVOCATION_TTL = 3600
+OWN_INVOCATION_TTL = 300
+"""Seconds an invocation on the oracle's own authority lives: it is minted per call."""
 CACHE_MARGIN_SECONDS = 60
 
 NOT_FOUND = "Delegated capability not found"
@@ -200,6 +202,44 @@ class InvocationMinter:
         if not skip_cache and invocation.expiration is not None:
             self.cache.put(key, token, invocation.expiration)
         return token
+
+    async def mint_own(
+        self,
+        service_url: str,
+        can: str,
+        *,
+        with_: str | None = None,
+        ttl_seconds: int = OWN_INVOCATION_TTL,
+        now: int | None = None,
+    ) -> str | None:
+        """A single-use invocation on the oracle's own authority (no proofs), or ``None``.
+
+        ``with`` defaults to the oracle's DID: a principal may invoke any ability on its
+        own DID, so a service that serves the oracle itself (a UCAN store listing the
+        delegations addressed to it) needs no grant from a user. The audience is the
+        ``did:web`` of ``service_url``; ``None`` without a key or a service DID.
+        """
+        if self.signer is None:
+            return None
+        service_did = (
+            await self._resolve_service_did(service_url) if self._resolve_service_did else None
+        )
+        if not service_did:
+            return None
+        now = int(time.time()) if now is None else now
+        issuer = (
+            self.signer
+            if self.signer.did() == self.oracle_did
+            else self.signer.with_did(self.oracle_did)
+        )
+        invocation = invoke(
+            issuer,
+            audience=service_did,
+            capability={"with": with_ or self.oracle_did, "can": can},
+            expiration=now + ttl_seconds,
+            nonce=secrets.token_hex(8),
+        )
+        return invocation.to_base64()
 
     async def create_invocation_from_delegation(
         self,

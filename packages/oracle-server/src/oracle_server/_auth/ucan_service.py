@@ -173,6 +173,17 @@ class IxoUcan:
     ) -> dict[str, str]:
         """``{"invocation"}`` claiming ``can`` on ``capability``, from a delegation passed
         in, or ``{"error"}`` to show."""
+        # Single-use: each call gets a nonce, so two calls in one second differ.
         return await self._minter().create_invocation_from_delegation(
-            car, service_url, {"with": capability, "can": can}, max_ttl_seconds=max_ttl_seconds
+            car,
+            service_url,
+            {"with": capability, "can": can},
+            max_ttl_seconds=max_ttl_seconds,
+            skip_cache=True,
         )
+
+    async def mint_oracle_invocation(
+        self, service_url: str, can: str, *, with_: str | None = None
+    ) -> str | None:
+        """A single-use invocation on the oracle's own authority (``with`` its DID)."""
+        return await self._minter().mint_own(service_url, can, with_=with_)
