@@ -221,7 +221,7 @@ async def test_a_non_2xx_answer_is_a_tool_error(
 async def test_an_invocation_the_registry_refuses_is_a_tool_error_not_a_downgrade(
     registry: SkillsRegistryDouble, skills_runtime: RuntimeFactory
 ) -> None:
-    registry.trusted_users = []  # the chain's root is no longer trusted
+    registry.trusted_users.clear()  # the chain's root is no longer trusted
     async with skills_runtime() as rt:
         result = await answer(rt, "list_skills", {})
     assert isinstance(result, ToolMessage)

@@ -39,7 +39,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from oracle_ucan import CapabilityDef, ChainVerifier, InMemoryInvocationStore, validate_invocation
+from oracle_ucan import CapabilityDef, ChainVerifier
+from oracle_ucan.testing import InvocationGate, did_web_document
 
 __all__ = [
     "FIXTURE_CATALOG",
@@ -226,17 +227,18 @@ class ComposioWorkerDouble:
         self.origin: str | None = None
         """Base URL of the served app; set by whoever serves it."""
         self.trusted_users = list(trusted_users)
-        self.verifier = verifier
+        self.gate = InvocationGate(
+            did, _RESOURCE, _CAPABILITY, self.trusted_users, verifier, single_use=True
+        )
         self.catalog = {tool.slug: tool for tool in catalog}
         self.requests: list[RecordedRequest] = []
-        self.rejected: list[str] = []
+        self.rejected = self.gate.rejected
         self.executions: list[Execution] = []
         self.sessions: dict[str, _Session] = {}
         self.session_status: int | None = None
         """When set, session creation answers this status (a worker failure)."""
         self.tools_by_user: dict[str, tuple[str, ...]] = {}
         """Per user DID: the tool slugs their sessions list instead of the default."""
-        self._replays = InMemoryInvocationStore()
         self._links = _Links()
         self._log_ids = 0
         self._session_count = 0
@@ -298,20 +300,12 @@ class ComposioWorkerDouble:
         if not token:
             self.rejected.append("missing invocation")
             raise _Refused(401, "x-ucan-invocation is required", "unauthorized")
-        result = await validate_invocation(
-            token,
-            _CAPABILITY,
-            _RESOURCE,
-            audience=self.did,
-            root_issuers=self.trusted_users,
-            store=self._replays,
-            verifier=self.verifier,
-        )
-        if not result.ok or not result.proof_chain or result.invoker is None:
+        result = await self.gate.check_token(token)
+        if not result.ok:
             code = result.error.code if result.error else "invalid"
-            self.rejected.append(code)
             message = result.error.message if result.error else "invalid invocation"
             raise _Refused(401, f"{code}: {message}", "unauthorized")
+        assert result.invoker is not None
         caller = WorkerCaller(user=result.proof_chain[0], oracle=result.invoker)
         assert result.delegation is not None
         self.requests.append(
@@ -336,7 +330,7 @@ class ComposioWorkerDouble:
     # --- routes ------------------------------------------------------------------------
 
     async def _did_document(self, request: Request) -> Response:
-        return JSONResponse({"@context": ["https://www.w3.org/ns/did/v1"], "id": self.did})
+        return JSONResponse(did_web_document(self.did))
 
     async def _create_session(self, request: Request) -> Response:
         try:

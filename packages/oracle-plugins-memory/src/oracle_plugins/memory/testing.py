@@ -41,7 +41,8 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from oracle_mcp.testing import mounted_app, running
-from oracle_ucan import CapabilityDef, ChainVerifier, validate_invocation
+from oracle_ucan import CapabilityDef, ChainVerifier
+from oracle_ucan.testing import InvocationGate, did_web_document
 
 __all__ = ["Caller", "MemoryEngineDouble", "RecordedRequest", "StoredMemory"]
 
@@ -81,19 +82,6 @@ class StoredMemory:
     fact_uuid: str = field(default_factory=lambda: str(uuid_lib.uuid4()))
 
 
-class _NoReplayStore:
-    """Invocations may be reused: the oracle caches one per user until near its expiry."""
-
-    async def has(self, cid: str) -> bool:
-        return False
-
-    async def add(self, cid: str, ttl_seconds: int) -> None:
-        return None
-
-    async def claim(self, cid: str, ttl_seconds: int) -> bool:
-        return True
-
-
 def _words(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text)} - _COMMON
 
@@ -121,11 +109,11 @@ class MemoryEngineDouble:
         self.origin: str | None = None
         """Base URL of the served app; set by whoever serves it."""
         self.trusted_users = list(trusted_users)
-        self.verifier = verifier
+        self.gate = InvocationGate(did, "ixo:memory", _MEMORY, self.trusted_users, verifier)
         self.oracle_owners = frozenset(oracle_owners)
         self.memories: dict[tuple[str, str], list[StoredMemory]] = {}
         self.requests: list[RecordedRequest] = []
-        self.rejected: list[str] = []
+        self.rejected = self.gate.rejected
         self.batch_bodies: list[dict[str, Any]] = []
         self.ingested: list[dict[str, Any]] = []
         self.tool_calls: list[tuple[str, dict[str, Any]]] = []
@@ -193,22 +181,10 @@ class MemoryEngineDouble:
 
     async def authenticate(self, headers: Any, path: str) -> Caller | None:
         """The caller of a request with these headers, or ``None`` (the request gets 401)."""
-        authorization = headers.get("authorization", "")
-        if headers.get("x-auth-type") != "ucan" or not authorization.startswith("Bearer "):
-            self.rejected.append("missing invocation")
+        result = await self.gate.check(headers)
+        if not result.ok:
             return None
-        result = await validate_invocation(
-            authorization.removeprefix("Bearer ").strip(),
-            _MEMORY,
-            "ixo:memory",
-            audience=self.did,
-            root_issuers=self.trusted_users,
-            store=_NoReplayStore(),
-            verifier=self.verifier,
-        )
-        if not result.ok or not result.proof_chain or result.invoker is None:
-            self.rejected.append(result.error.code if result.error else "invalid")
-            return None
+        assert result.invoker is not None
         caller = Caller(user=result.proof_chain[0], oracle=result.invoker)
         self.requests.append(RecordedRequest(path, caller, headers.get("x-room-id")))
         return caller
@@ -226,7 +202,7 @@ class MemoryEngineDouble:
     # --- REST ----------------------------------------------------------------------
 
     async def _did_document(self, request: Request) -> Response:
-        return JSONResponse({"@context": ["https://www.w3.org/ns/did/v1"], "id": self.did})
+        return JSONResponse(did_web_document(self.did))
 
     async def _batch(self, request: Request, caller: Caller) -> Response:
         body = await request.json()

@@ -35,7 +35,8 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from oracle_mcp.testing import mounted_app, running
-from oracle_ucan import CapabilityDef, ChainVerifier, validate_invocation
+from oracle_ucan import CapabilityDef, ChainVerifier
+from oracle_ucan.testing import InvocationGate, did_web_document
 
 __all__ = ["RecordedCall", "SandboxDouble"]
 
@@ -66,19 +67,6 @@ class RecordedCall:
     skills_invocation: str | None = None
 
 
-class _AnyReplay:
-    """Invocations may be reused while they last (the oracle caches them)."""
-
-    async def has(self, cid: str) -> bool:
-        return False
-
-    async def add(self, cid: str, ttl_seconds: int) -> None:
-        return None
-
-    async def claim(self, cid: str, ttl_seconds: int) -> bool:
-        return True
-
-
 @dataclass(frozen=True)
 class _Caller:
     user: str
@@ -106,9 +94,9 @@ class SandboxDouble:
         self.origin: str | None = None
         """Base URL of the served app; set by whoever serves it."""
         self.trusted_users = list(trusted_users)
-        self.verifier = verifier
+        self.gate = InvocationGate(did, "ixo:sandbox", _SANDBOX, self.trusted_users, verifier)
         self.calls: list[RecordedCall] = []
-        self.rejected: list[str] = []
+        self.rejected = self.gate.rejected
         self.skills: dict[str, dict[str, str]] = {}
         """Skills ``load_skill`` / ``read_skill`` know, by cid: file name → text."""
         self._folders = tempfile.TemporaryDirectory(prefix="sandbox-double-")
@@ -155,21 +143,8 @@ class SandboxDouble:
 
     async def authenticate(self, headers: Any) -> _Caller | None:
         """The caller of a request with these headers, or ``None`` (answered 401)."""
-        authorization = headers.get("authorization", "")
-        if headers.get("x-auth-type") != "ucan" or not authorization.startswith("Bearer "):
-            self.rejected.append("missing invocation")
-            return None
-        result = await validate_invocation(
-            authorization.removeprefix("Bearer ").strip(),
-            _SANDBOX,
-            "ixo:sandbox",
-            audience=self.did,
-            root_issuers=self.trusted_users,
-            store=_AnyReplay(),
-            verifier=self.verifier,
-        )
-        if not result.ok or not result.proof_chain:
-            self.rejected.append(result.error.code if result.error else "invalid")
+        result = await self.gate.check(headers)
+        if not result.ok:
             return None
         return _Caller(result.proof_chain[0], self.did, {k.lower(): v for k, v in headers.items()})
 
@@ -180,7 +155,7 @@ class SandboxDouble:
         return Response(found.read_bytes(), media_type="application/octet-stream")
 
     async def _did_document(self, request: Request) -> Response:
-        return JSONResponse({"@context": ["https://www.w3.org/ns/did/v1"], "id": self.did})
+        return JSONResponse(did_web_document(self.did))
 
     # --- tools ---------------------------------------------------------------------
 

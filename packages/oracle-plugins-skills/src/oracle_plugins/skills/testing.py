@@ -35,7 +35,7 @@ import gzip
 import io
 import re
 import tarfile
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -46,7 +46,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from oracle_plugins.skills._cid import archive_cid
-from oracle_ucan import CapabilityDef, ChainVerifier, validate_invocation
+from oracle_ucan import CapabilityDef, ChainVerifier
+from oracle_ucan.testing import InvocationGate, did_web_document
 
 __all__ = [
     "DEFAULT_REGISTRY_DID",
@@ -290,19 +291,6 @@ class RecordedRequest:
     authorization: bool
 
 
-class _NoReplayStore:
-    """Invocations may be reused: the registry answers reads, and tests repeat them."""
-
-    async def has(self, cid: str) -> bool:
-        return False
-
-    async def add(self, cid: str, ttl_seconds: int) -> None:
-        return None
-
-    async def claim(self, cid: str, ttl_seconds: int) -> bool:
-        return True
-
-
 @dataclass(frozen=True)
 class Refused:
     """A bearer that did not validate; the request gets ``401``."""
@@ -325,7 +313,7 @@ class SkillsRegistryDouble:
             cannot resolve the audience and goes public-only.
     """
 
-    trusted_users: Collection[str] = ()
+    trusted_users: list[str] = field(default_factory=list)
     capsules: list[SkillCapsule] | None = None
     did: str = DEFAULT_REGISTRY_DID
     verifier: ChainVerifier | None = None
@@ -340,6 +328,14 @@ class SkillsRegistryDouble:
 
     def __post_init__(self) -> None:
         self.trusted_users = list(self.trusted_users)
+        self.gate = InvocationGate(
+            self.did,
+            "ixo:skills",
+            _SKILLS,
+            self.trusted_users,
+            self.verifier,
+            rejected=self.rejected,
+        )
         if self.capsules is None:
             owner = self.trusted_users[0] if self.trusted_users else OTHER_USER_DID
             self.capsules = fixture_capsules(owner)
@@ -404,22 +400,10 @@ class SkillsRegistryDouble:
         authorization = headers.get("authorization")
         if authorization is None:
             return None
-        if headers.get("x-auth-type") != "ucan" or not authorization.startswith("Bearer "):
-            self.rejected.append("not a ucan bearer")
-            return Refused("not a ucan bearer")
-        result = await validate_invocation(
-            authorization.removeprefix("Bearer ").strip(),
-            _SKILLS,
-            "ixo:skills",
-            audience=self.did,
-            root_issuers=list(self.trusted_users),
-            store=_NoReplayStore(),
-            verifier=self.verifier,
-        )
-        if not result.ok or not result.proof_chain or result.invoker is None:
-            reason = result.error.code if result.error else "invalid"
-            self.rejected.append(reason)
-            return Refused(reason)
+        result = await self.gate.check(headers)
+        if not result.ok:
+            return Refused(result.error.code if result.error else "invalid")
+        assert result.invoker is not None
         return Caller(user=result.proof_chain[0], oracle=result.invoker)
 
     async def _caller(self, request: Request) -> Caller | Response | None:
@@ -444,7 +428,7 @@ class SkillsRegistryDouble:
     async def _did_document(self, request: Request) -> Response:
         if not self.serve_did_document:
             return JSONResponse({"error": "not found"}, status_code=404)
-        return JSONResponse({"@context": ["https://www.w3.org/ns/did/v1"], "id": self.did})
+        return JSONResponse(did_web_document(self.did))
 
     async def _list(self, request: Request) -> Response:
         caller = await self._caller(request)
