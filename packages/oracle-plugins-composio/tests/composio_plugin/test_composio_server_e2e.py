@@ -6,21 +6,23 @@ discovers a tool with ``COMPOSIO_SEARCH_TOOLS`` and runs it through
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
-
-import httpx
 
 from oracle_core.testing import mark_sensitive
 from oracle_plugins.composio import ComposioPlugin
 from oracle_plugins.composio.testing import ComposioWorkerDouble
-from oracle_server import create_oracle_app
-from oracle_server.testing import LoopbackServer, OpenAIDouble, Step, ToolCalls, serving
-from oracle_ucan import ChainVerifier, Ed25519Signer, LocalResolver, delegate, invoke
+from oracle_server.testing import (
+    IxoIdentity,
+    LoopbackServer,
+    OpenAIDouble,
+    Step,
+    ToolCalls,
+    serving_ixo_oracle,
+)
+from oracle_ucan import Ed25519Signer
 
-ORACLE_DID = "did:ixo:ixo1composioplugine2e"
-ENTITY_DID = "did:ixo:entity:composio-e2e"
-MNEMONIC = "composio plugin end to end test mnemonic"
+IDENTITY = IxoIdentity("composio")
+ORACLE_DID = IDENTITY.oracle_did
 API_KEY = "composio-e2e-api-key-0123456789"
 mark_sensitive(API_KEY)
 
@@ -32,12 +34,8 @@ ENVELOPE = {
 
 async def test_a_turn_discovers_and_runs_a_composio_tool(tmp_path: Path) -> None:
     user = Ed25519Signer.generate()
-    resolver = LocalResolver()
-    resolver.register(
-        ORACLE_DID, Ed25519Signer.from_mnemonic(MNEMONIC).did().removeprefix("did:key:")
-    )
     worker = ComposioWorkerDouble(
-        trusted_users=[user.did()], api_key=API_KEY, verifier=ChainVerifier(resolver)
+        trusted_users=[user.did()], api_key=API_KEY, verifier=IDENTITY.verifier()
     )
     steps: list[Step] = [
         ToolCalls([("load_capability", {"names": ["composio"]})]),
@@ -47,50 +45,16 @@ async def test_a_turn_discovers_and_runs_a_composio_tool(tmp_path: Path) -> None
     ]
     async with LoopbackServer(worker.routes) as worker_server, OpenAIDouble(steps) as llm:
         worker.origin = worker_server.origin
-        app = await create_oracle_app(
-            {"name": "Composio Oracle"},
-            plugins=[ComposioPlugin()],
-            env={
-                "ORACLE_BACKEND": "ixo",
-                "MATRIX_ENABLED": "false",
-                "ORACLE_SIGNING_MNEMONIC": MNEMONIC,
-                "ORACLE_NAME": "Composio Oracle",
-                "NETWORK": "devnet",
-                "ORACLE_DID": ORACLE_DID,
-                "ORACLE_ENTITY_DID": ENTITY_DID,
-                "BLOCKSYNC_GRAPHQL_URL": "http://127.0.0.1:9/graphql",
-                "SECP_MNEMONIC": "unused",
-                "RPC_URL": "http://127.0.0.1:9",
-                "SQLITE_DATABASE_PATH": str(tmp_path / "data"),
-                "THROTTLE_LIMIT": "1000",
-                "COMPOSIO_API_KEY": API_KEY,
-                "COMPOSIO_BASE_URL": worker.base_url,
-                **llm.env(),
-            },
-            discover_entry_points=False,
-            skip_graceful_shutdown=True,
-        )
-        auth = invoke(
-            user,
-            audience=ORACLE_DID,
-            capability={"with": user.did(), "can": "*"},
-            expiration=int(time.time()) + 600,
-        ).to_base64()
-        headers = {"Authorization": f"Bearer {auth}", "X-Auth-Type": "ucan"}
-        grant = delegate(
-            user,
-            audience=ORACLE_DID,
-            capabilities=[{"with": "ixo:sandbox", "can": "sandbox/*"}],
-            expiration=int(time.time()) + 3600,
-        ).to_base64()
-        async with (
-            serving(app) as base_url,
-            httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http,
-        ):
-            stored = await http.post("/delegation", json={"raw": grant})
-            assert stored.status_code in (200, 201), stored.text
-            session = (await http.post("/sessions")).json()["sessionId"]
-            answer = await http.post(f"/messages/{session}", json={"message": "Search ixo"})
+        env = {"COMPOSIO_API_KEY": API_KEY, "COMPOSIO_BASE_URL": worker.base_url, **llm.env()}
+        async with serving_ixo_oracle(
+            IDENTITY,
+            [ComposioPlugin()],
+            data_dir=tmp_path / "data",
+            env=env,
+            grants=[{"with": "ixo:sandbox", "can": "sandbox/*"}],
+            user=user,
+        ) as oracle:
+            answer = await oracle.send(await oracle.new_session(), "Search ixo")
             assert answer.status_code == 200, answer.text
 
     first, second, third, fourth = llm.requests

@@ -5,29 +5,27 @@ whose MCP tool the model calls; the finished turn is ingested."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
-
-import httpx
 
 from oracle_plugins.memory import MemoryPlugin
 from oracle_plugins.memory.testing import MemoryEngineDouble
-from oracle_server import create_oracle_app
-from oracle_server.testing import LoopbackServer, OpenAIDouble, Step, ToolCalls, serving
-from oracle_ucan import ChainVerifier, Ed25519Signer, LocalResolver, delegate, invoke
+from oracle_server.testing import (
+    IxoIdentity,
+    LoopbackServer,
+    OpenAIDouble,
+    Step,
+    ToolCalls,
+    serving_ixo_oracle,
+)
+from oracle_ucan import Ed25519Signer
 
-ORACLE_DID = "did:ixo:ixo1memoryplugine2e"
-ENTITY_DID = "did:ixo:entity:memory-e2e"
-MNEMONIC = "memory plugin end to end test mnemonic"
+IDENTITY = IxoIdentity("memory")
+ORACLE_DID, ENTITY_DID = IDENTITY.oracle_did, IDENTITY.entity_did
 
 
 async def test_a_turn_recalls_and_remembers_through_the_engine(tmp_path: Path) -> None:
     user = Ed25519Signer.generate()
-    resolver = LocalResolver()
-    resolver.register(
-        ORACLE_DID, Ed25519Signer.from_mnemonic(MNEMONIC).did().removeprefix("did:key:")
-    )
-    engine = MemoryEngineDouble(trusted_users=[user.did()], verifier=ChainVerifier(resolver))
+    engine = MemoryEngineDouble(trusted_users=[user.did()], verifier=IDENTITY.verifier())
     engine.seed(user.did(), "Her name is Ada and she prefers to be called Countess", name="Ada")
     steps: list[Step] = [
         ToolCalls(
@@ -41,50 +39,20 @@ async def test_a_turn_recalls_and_remembers_through_the_engine(tmp_path: Path) -
         OpenAIDouble(steps) as llm,
     ):
         engine.origin = engine_server.origin
-        app = await create_oracle_app(
-            {"name": "Memory Oracle"},
-            plugins=[MemoryPlugin()],
-            env={
-                "ORACLE_BACKEND": "ixo",
-                "MATRIX_ENABLED": "false",
-                "ORACLE_SIGNING_MNEMONIC": MNEMONIC,
-                "ORACLE_NAME": "Memory Oracle",
-                "NETWORK": "devnet",
-                "ORACLE_DID": ORACLE_DID,
-                "ORACLE_ENTITY_DID": ENTITY_DID,
-                "BLOCKSYNC_GRAPHQL_URL": "http://127.0.0.1:9/graphql",
-                "SECP_MNEMONIC": "unused",
-                "RPC_URL": "http://127.0.0.1:9",
-                "SQLITE_DATABASE_PATH": str(tmp_path / "data"),
-                "THROTTLE_LIMIT": "1000",
-                "MEMORY_MCP_URL": engine.mcp_url,
-                "MEMORY_ENGINE_URL": engine.engine_url,
-                **llm.env(),
-            },
-            discover_entry_points=False,
-            skip_graceful_shutdown=True,
-        )
-        auth = invoke(
-            user,
-            audience=ORACLE_DID,
-            capability={"with": user.did(), "can": "*"},
-            expiration=int(time.time()) + 600,
-        ).to_base64()
-        headers = {"Authorization": f"Bearer {auth}", "X-Auth-Type": "ucan"}
-        grant = delegate(
-            user,
-            audience=ORACLE_DID,
-            capabilities=[{"with": "ixo:memory", "can": "memory/*"}],
-            expiration=int(time.time()) + 3600,
-        ).to_base64()
-        async with (
-            serving(app) as base_url,
-            httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http,
-        ):
-            stored = await http.post("/delegation", json={"raw": grant})
-            assert stored.status_code in (200, 201), stored.text
-            session = (await http.post("/sessions")).json()["sessionId"]
-            answer = await http.post(f"/messages/{session}", json={"message": "I'm vegetarian"})
+        env = {
+            "MEMORY_MCP_URL": engine.mcp_url,
+            "MEMORY_ENGINE_URL": engine.engine_url,
+            **llm.env(),
+        }
+        async with serving_ixo_oracle(
+            IDENTITY,
+            [MemoryPlugin()],
+            data_dir=tmp_path / "data",
+            env=env,
+            grants=[{"with": "ixo:memory", "can": "memory/*"}],
+            user=user,
+        ) as oracle:
+            answer = await oracle.send(await oracle.new_session(), "I'm vegetarian")
             assert answer.status_code == 200, answer.text
             await asyncio.wait_for(engine.ingested_event.wait(), timeout=10)
 

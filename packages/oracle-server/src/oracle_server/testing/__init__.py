@@ -38,6 +38,10 @@ Plugins to serve: `ClockPlugin` (always visible), `WeatherPlugin` (on demand) an
 - `TcpProxy`: a relay in front of PostgreSQL or Redis that a test can cut or take down.
 - `unreachable_ixo_env(name)`: every variable ``ORACLE_BACKEND=ixo`` requires, every URL
   on a port that refuses (boot and settings tests).
+- `serving_ixo_oracle(identity, plugins, data_dir=…, grants=…)`: an oracle served in ixo
+  mode without Matrix, with a signed-in user whose delegation (``grants``) is stored; an
+  `IxoOracle` (``http``, ``new_session()``, ``send()``). `IxoIdentity(slug)` gives the
+  DIDs, the mnemonic and the ``verifier()`` the service doubles check the oracle with.
 
 Protocol checks:
 
@@ -74,6 +78,7 @@ from oracle_server._turns.runlog import follow as follow_run
 from oracle_server._turns.runner import TurnInput
 from oracle_server.testing._blocksync import BlocksyncDouble
 from oracle_server.testing._env import unreachable_ixo_env
+from oracle_server.testing._ixo import IxoIdentity, IxoOracle, serving_ixo_oracle
 from oracle_server.testing._loopback import LoopbackServer
 from oracle_server.testing._matrix import (
     ENTITY_DID,
@@ -169,6 +174,8 @@ __all__ = [
     "ClockPlugin",
     "EventRecords",
     "HandshakeRefusedError",
+    "IxoIdentity",
+    "IxoOracle",
     "LoopbackServer",
     "MemoryRunLog",
     "NewUser",
@@ -219,6 +226,7 @@ __all__ = [
     "redis_test_target",
     "redis_url_or_skip",
     "serving",
+    "serving_ixo_oracle",
     "split_everywhere",
     "unclosed_resources",
     "unique_key_prefix",
