@@ -6,8 +6,10 @@ import dataclasses
 import inspect
 import json
 import logging
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -261,8 +263,10 @@ class TestRuntime:
         session: SessionInfo,
         state: Mapping[str, Any] | None,
         frontend: LocalFrontendService | None = None,
+        data_dir: tempfile.TemporaryDirectory[str] | None = None,
     ) -> None:
         self.runtime = runtime
+        self._data_dir = data_dir
         self.frontend = frontend or LocalFrontendService()
         self.model = model
         self.events = events
@@ -288,6 +292,8 @@ class TestRuntime:
         if self.runtime.ambient.kv is not None:
             await self.runtime.ambient.kv.aclose()
         await self.matrix.aclose()
+        if self._data_dir is not None:
+            self._data_dir.cleanup()
 
     def status(self) -> PluginStatusReport:
         """``runtime.plugins.status()``."""
@@ -597,6 +603,8 @@ async def create_test_runtime(
     Args:
         plugins: The plugins under test.
         config: Plugin environment (what ``ctx.config`` reads); Tier-0 is not required.
+            ``SQLITE_DATABASE_PATH`` defaults to a folder of the runtime's own, removed
+            when it closes, so plugins that keep files beside it write nowhere else.
         features: Plugin toggles.
         manifest_overrides: Partial manifests by plugin name.
         model: Serves every model role (default: an empty ``ScriptedChatModel``).
@@ -615,6 +623,13 @@ async def create_test_runtime(
         kv_limits: The caps of ``rt_ctx.kv`` (an in-memory SQLite store).
     """
     default_model = model or ScriptedChatModel()
+    env = {**_LOCAL_ENV, **dict(config or {})}
+    # Plugins keep files beside SQLITE_DATABASE_PATH (./data/sqlite by default): a test
+    # runtime gives them a folder of its own, removed when it closes.
+    data_dir = None
+    if "SQLITE_DATABASE_PATH" not in env:
+        data_dir = tempfile.TemporaryDirectory(prefix="oracle-test-runtime-")
+        env["SQLITE_DATABASE_PATH"] = str(Path(data_dir.name) / "sqlite")
     events = RecordingEventSink()
     matrix = RecordingMatrixService()
     frontend = LocalFrontendService()
@@ -632,22 +647,27 @@ async def create_test_runtime(
     checkpointers = InMemoryCheckpointers()
     base_hooks = MainAgentHooks(checkpointer_for_user=checkpointers)
     merged_hooks = (hooks or MainAgentHooks()).merged_over(base_hooks)
-    runtime = await boot_runtime(
-        logging.getLogger("oracle.test"),
-        lambda: BootInputs(
-            config=load_oracle_config(oracle or {"name": "Test Oracle"}),
-            features=dict(features or {}),
-            plugins=list(plugins),
-            manifest_overrides=dict(manifest_overrides or {}),
-            hooks=merged_hooks,
-            bundled_plugins=None,
-            discover_entry_points=include_discovered,
-            strict_plugins=True,
-            env={**_LOCAL_ENV, **dict(config or {})},
-            services=services,
-            check_llm=False,
-        ),
-    )
+    try:
+        runtime = await boot_runtime(
+            logging.getLogger("oracle.test"),
+            lambda: BootInputs(
+                config=load_oracle_config(oracle or {"name": "Test Oracle"}),
+                features=dict(features or {}),
+                plugins=list(plugins),
+                manifest_overrides=dict(manifest_overrides or {}),
+                hooks=merged_hooks,
+                bundled_plugins=None,
+                discover_entry_points=include_discovered,
+                strict_plugins=True,
+                env=env,
+                services=services,
+                check_llm=False,
+            ),
+        )
+    except BaseException:
+        if data_dir is not None:
+            data_dir.cleanup()
+        raise
     return TestRuntime(
         runtime,
         model=default_model,
@@ -657,6 +677,7 @@ async def create_test_runtime(
         session=session or TEST_SESSION,
         state=state,
         frontend=frontend,
+        data_dir=data_dir,
     )
 
 
