@@ -61,6 +61,7 @@ from oracle_plugins.skills import SkillsPlugin
 from oracle_plugins.skills.testing import SkillsRegistryDouble
 from oracle_plugins.user_preferences import TOOL_NAME as SET_PREFERENCES
 from oracle_plugins.user_preferences import UserPreferencesPlugin
+from oracle_plugins.vfs import VfsPlugin
 from oracle_server import IxoUcanService
 from oracle_server.testing import LoopbackServer
 from oracle_ucan import Ed25519Signer, delegate
@@ -157,6 +158,14 @@ def composio(s: Services) -> list[OraclePlugin]:
     return [ComposioPlugin()]
 
 
+def vfs(s: Services) -> list[OraclePlugin]:
+    return [VfsPlugin()]
+
+
+def sandbox_vfs(s: Services) -> list[OraclePlugin]:
+    return [SandboxPlugin(), VfsPlugin()]
+
+
 def all_four(s: Services) -> list[OraclePlugin]:
     return [*ixo(s), *prefs(s), *memory(s), *indexer(s)]
 
@@ -240,6 +249,14 @@ CASES = [
         base=composio,
         base_label="composio unloaded",
         load="composio",
+        remote_memory=True,
+    ),
+    Case("vfs embedded (local mode), the ten tools", vfs),
+    Case(
+        "vfs next to sandbox (ten tools + the two bridge tools)",
+        sandbox_vfs,
+        base=sandbox,
+        base_label="sandbox",
         remote_memory=True,
     ),
     Case("all four, nothing saved", all_four),
