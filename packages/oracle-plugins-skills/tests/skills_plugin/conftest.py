@@ -11,7 +11,7 @@ on when ``SANDBOX_MCP_URL`` is set, as the real one will be.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -24,7 +24,6 @@ from oracle_plugins.skills.testing import SkillsRegistryDouble
 from oracle_server import IxoUcanService
 from oracle_server.testing import LoopbackServer
 from oracle_ucan import Ed25519Signer, delegate
-from oracle_ucan.did import clear_service_did_cache
 
 SKILLS_GRANT = {"with": "ixo:skills", "can": "skills/*"}
 SANDBOX_URL = "http://127.0.0.1:9/mcp"
@@ -62,14 +61,6 @@ def user_delegation(user: Ed25519Signer, oracle_did: str, *, grant: Any = None) 
         capabilities=[grant or SKILLS_GRANT],
         expiration=int(time.time()) + 3600,
     ).to_base64()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_service_dids() -> Iterator[None]:
-    # Loopback ports are reused across tests; a cached did:web lookup must not leak.
-    clear_service_did_cache()
-    yield
-    clear_service_did_cache()
 
 
 @pytest.fixture

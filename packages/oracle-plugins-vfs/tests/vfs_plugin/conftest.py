@@ -8,7 +8,7 @@ signs a delegation of ``fs/*`` on ``ixo:filesystem`` to it, kept in the store do
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,6 @@ from oracle_plugins.vfs.testing import UcanStoreDouble, VfsWorkerDouble
 from oracle_server import IxoUcanService
 from oracle_server.testing import LoopbackServer
 from oracle_ucan import Ed25519Signer, delegate
-from oracle_ucan.did import clear_service_did_cache
 
 FS_GRANT = {"with": "ixo:filesystem", "can": "fs/*"}
 
@@ -39,14 +38,6 @@ def user_delegation(
         capabilities=grants or [FS_GRANT],
         expiration=int(time.time()) + 3600,
     ).to_base64()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_service_dids() -> Iterator[None]:
-    # Loopback ports are reused across tests; a cached did:web lookup must not leak.
-    clear_service_did_cache()
-    yield
-    clear_service_did_cache()
 
 
 @pytest.fixture

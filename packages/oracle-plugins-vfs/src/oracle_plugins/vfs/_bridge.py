@@ -104,7 +104,17 @@ def bridge_tools(backend_for: BackendFor) -> list[PluginTool]:
         did = rt_ctx.config.get("ORACLE_DID")
         return str(did) if did else None
 
-    def sides(rt_ctx: RuntimeContext[Any]) -> tuple[VfsBackend, SandboxFileAccess] | str:
+    def sides(
+        rt_ctx: RuntimeContext[Any], sandbox_path: str, sandbox_prefix: str, vfs_path: str
+    ) -> tuple[VfsBackend, SandboxFileAccess] | str:
+        """Both ends of a transfer, or the model's words for why there is none."""
+        problem = _sandbox_path(sandbox_path, sandbox_prefix)
+        if problem is not None:
+            return f"Error: {problem}."
+        try:
+            check_path(vfs_path)
+        except VfsError as exc:
+            return error_text(exc, oracle_did=oracle_did(rt_ctx), path=vfs_path)
         files = _files_of(rt_ctx)
         if files is None:
             return "Error: the sandbox is not available in this conversation."
@@ -123,14 +133,7 @@ def bridge_tools(backend_for: BackendFor) -> list[PluginTool]:
         effect="write",
     )
     async def sandbox_to_vfs(args: SandboxToVfsArgs, rt_ctx: RuntimeContext[Any]) -> str:
-        problem = _sandbox_path(args.sandboxPath, _READABLE)
-        if problem is not None:
-            return f"Error: {problem}."
-        try:
-            check_path(args.vfsPath)
-        except VfsError as exc:
-            return error_text(exc, oracle_did=oracle_did(rt_ctx), path=args.vfsPath)
-        found = sides(rt_ctx)
+        found = sides(rt_ctx, args.sandboxPath, _READABLE, args.vfsPath)
         if isinstance(found, str):
             return found
         backend, files = found
@@ -174,14 +177,7 @@ def bridge_tools(backend_for: BackendFor) -> list[PluginTool]:
         effect="write",
     )
     async def vfs_to_sandbox(args: VfsToSandboxArgs, rt_ctx: RuntimeContext[Any]) -> str:
-        problem = _sandbox_path(args.sandboxPath, _WRITABLE)
-        if problem is not None:
-            return f"Error: {problem}."
-        try:
-            check_path(args.vfsPath)
-        except VfsError as exc:
-            return error_text(exc, oracle_did=oracle_did(rt_ctx), path=args.vfsPath)
-        found = sides(rt_ctx)
+        found = sides(rt_ctx, args.sandboxPath, _WRITABLE, args.vfsPath)
         if isinstance(found, str):
             return found
         backend, files = found

@@ -52,6 +52,7 @@ from oracle_ucan import (
     ability_covers,
     validate_invocation,
 )
+from oracle_ucan.testing import did_web_document
 
 __all__ = [
     "DEFAULT_STORE_DID",
@@ -443,7 +444,7 @@ class VfsWorkerDouble:
     # --- routes ---------------------------------------------------------------------------
 
     async def _did_document(self, request: Request) -> Response:
-        return JSONResponse({"@context": ["https://www.w3.org/ns/did/v1"], "id": self.did})
+        return JSONResponse(did_web_document(self.did))
 
     async def _tree(self, request: Request) -> Response:
         scope = self._scope(request)
@@ -698,7 +699,7 @@ class UcanStoreDouble:
         )
 
     async def _did_document(self, request: Request) -> Response:
-        return JSONResponse({"@context": ["https://www.w3.org/ns/did/v1"], "id": self.did})
+        return JSONResponse(did_web_document(self.did))
 
     async def _list(self, request: Request) -> Response:
         params = dict(request.query_params)
