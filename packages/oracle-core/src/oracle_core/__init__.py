@@ -59,6 +59,7 @@ from oracle_core._errors import (
     OracleConfigError,
     OracleError,
     RouteContextError,
+    RouteError,
     ServiceUnavailableError,
     UnknownModelRoleError,
 )
@@ -352,6 +353,7 @@ __all__ = [
     "Registries",
     "RoomMember",
     "RouteContextError",
+    "RouteError",
     "RouterInput",
     "RuntimeContext",
     "SafetyGuardrailMiddleware",

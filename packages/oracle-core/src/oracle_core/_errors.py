@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 __all__ = [
     "CapabilityDeniedError",
@@ -14,6 +14,7 @@ __all__ = [
     "OracleConfigError",
     "OracleError",
     "RouteContextError",
+    "RouteError",
     "ServiceUnavailableError",
     "UnknownModelRoleError",
 ]
@@ -115,6 +116,32 @@ class RouteContextError(OracleError):
     """
 
     code = "route.no_runtime"
+
+
+class RouteError(OracleError):
+    """Raised by a plugin route handler to refuse the request.
+
+    The host answers it in the client's error shape (``{statusCode, message, error,
+    requestId, code}``) with ``status`` and ``headers``, so every plugin route's errors read
+    like the server's own. A ``RouteContextError`` escaping a handler is answered the same
+    way: 401 for ``route.unauthenticated``, 500 for ``route.no_runtime``.
+    """
+
+    code = "route.error"
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if not 400 <= status <= 599:
+            raise ValueError(f"a route error's status is 4xx or 5xx, not {status}")
+        super().__init__(message, code=code)
+        self.status = status
+        self.headers = dict(headers or {})
 
 
 class ServiceUnavailableError(OracleError):

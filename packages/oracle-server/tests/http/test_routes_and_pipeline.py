@@ -25,6 +25,7 @@ from oracle_core import (
     EnvValidationError,
     OraclePlugin,
     PluginContext,
+    RouteError,
     route_context,
 )
 from oracle_server import AuthData, HTTPError, OracleApp, create_oracle_app
@@ -57,6 +58,15 @@ async def plugin_whoami(request: Request) -> Response:
     )
 
 
+async def plugin_refuse(request: Request) -> Response:
+    """A plugin's public route that refuses what it does not have."""
+    if request.path_params["item"] == "anonymous":
+        route_context(request)  # no user on an auth-excluded route: the host answers 401
+    raise RouteError(
+        410, "gone for good", code="plugin.gone", headers={"Cache-Control": "no-store"}
+    )
+
+
 async def host_hello(request: Request) -> Response:
     """A host route."""
     return JSONResponse({"hello": "host"})
@@ -72,10 +82,14 @@ class RoutesPlugin(OraclePlugin):
             Route("/plugin/ping", plugin_ping, methods=["GET"]),
             Route("/plugin/whoami", plugin_whoami, methods=["GET"]),
             Route("/plugin/public/{item}", plugin_public, methods=["GET"]),
+            Route("/plugin/refuse/{item}", plugin_refuse, methods=["GET"]),
         ]
 
     def get_auth_excluded_routes(self) -> list[AuthExcludedRoute]:
-        return [AuthExcludedRoute("plugin/public/:item", "GET")]
+        return [
+            AuthExcludedRoute("plugin/public/:item", "GET"),
+            AuthExcludedRoute("plugin/refuse/:item", "GET"),
+        ]
 
 
 @pytest.fixture
@@ -116,6 +130,24 @@ async def test_plugin_routes_get_the_authenticated_callers_context(app: OracleAp
     async with client_for(app) as client:
         answer = await client.get("/plugin/whoami", headers=headers)
     assert answer.json() == {"did": user.did(), "plugin": "routes-plugin", "request_id": "req-42"}
+
+
+async def test_plugin_route_refusals_answer_in_the_clients_error_shape(app: OracleApp) -> None:
+    async with client_for(app) as client:
+        gone = await client.get("/plugin/refuse/x", headers={"x-request-id": "req-7"})
+        anonymous = await client.get("/plugin/refuse/anonymous")
+    assert gone.status_code == 410
+    assert gone.headers["cache-control"] == "no-store"
+    assert gone.json() == {
+        "statusCode": 410,
+        "message": "gone for good",
+        "error": "Gone",
+        "requestId": "req-7",
+        "code": "plugin.gone",
+    }
+    assert anonymous.status_code == 401
+    assert anonymous.json()["code"] == "route.unauthenticated"
+    assert anonymous.json()["requestId"] == anonymous.headers["x-request-id"]
 
 
 def ixo_env(tmp_path: Path, **extra: str) -> dict[str, str]:

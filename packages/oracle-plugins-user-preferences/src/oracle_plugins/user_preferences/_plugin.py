@@ -18,7 +18,7 @@ from oracle_core import (
     OraclePlugin,
     PluginContext,
     PluginTool,
-    RouteContextError,
+    RouteError,
     RuntimeContext,
     route_context,
 )
@@ -50,11 +50,6 @@ _MAX_REASON = 200
 def _reason(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:_MAX_REASON]
-
-
-def _error(status: int, message: str, error: str) -> JSONResponse:
-    # The server's error shape, so clients handle plugin routes like the others.
-    return JSONResponse({"statusCode": status, "message": message, "error": error}, status)
 
 
 class UserPreferencesPlugin(OraclePlugin):
@@ -190,18 +185,15 @@ class UserPreferencesPlugin(OraclePlugin):
         return "Updated. New preferences: " + json.dumps(record, ensure_ascii=False)
 
     async def _read_route(self, request: Request, logger: logging.Logger) -> Response:
-        try:
-            rt_ctx = route_context(request)
-        except RouteContextError as exc:
-            if exc.code != "route.unauthenticated":
-                raise
-            return _error(401, "Missing UCAN authentication", "Unauthorized")
+        rt_ctx = route_context(request)  # the host answers 401 without a user
         try:
             store = await self._store(rt_ctx)
             record = None if store is None else await store.read()
         except Exception as exc:
             logger.warning("GET %s failed: %s", ROUTE_PATH, type(exc).__name__)
-            return _error(
-                503, "User preferences are temporarily unavailable", "Service Unavailable"
-            )
+            raise RouteError(
+                503,
+                "User preferences are temporarily unavailable",
+                code="user_preferences.unavailable",
+            ) from exc
         return JSONResponse(record)

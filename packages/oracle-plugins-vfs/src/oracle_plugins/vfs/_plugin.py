@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import httpx
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from oracle_core import (
@@ -21,6 +21,7 @@ from oracle_core import (
     PluginContext,
     PluginTool,
     ReadonlyState,
+    RouteError,
     RuntimeContext,
 )
 from oracle_plugins.vfs._backend import VfsBackend, VfsError
@@ -211,9 +212,10 @@ class VfsPlugin(OraclePlugin):
             store = self._running.local if self._running is not None else None
             found = await store.read_public(request.path_params["token"]) if store else None
             if found is None:
-                return JSONResponse(
-                    {"error": "no shared file at this link", "code": "vfs.share_not_found"},
-                    status_code=404,
+                raise RouteError(
+                    404,
+                    "no shared file at this link",
+                    code="vfs.share_not_found",
                     headers=_SHARED_HEADERS,
                 )
             data, mime_type, name = found

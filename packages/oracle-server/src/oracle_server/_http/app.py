@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from oracle_core import ROUTE_RUNTIME_APP_STATE, AuthExcludedRoute
+from oracle_core import ROUTE_RUNTIME_APP_STATE, AuthExcludedRoute, RouteContextError, RouteError
 from oracle_server._errors import SERVICE_ERRORS, HTTPError, error_response
 from oracle_server._http.docs_ui import mount_api_docs
 from oracle_server._http.errors import (
@@ -21,6 +21,8 @@ from oracle_server._http.errors import (
     handle_http_error,
     handle_method_not_allowed,
     handle_not_found,
+    handle_route_context_error,
+    handle_route_error,
     handle_service_unavailable,
     handle_storage_unavailable,
 )
@@ -135,6 +137,8 @@ def build_http_app(
         lifespan=lifespan,
         exception_handlers={
             HTTPError: handle_http_error,
+            RouteError: handle_route_error,
+            RouteContextError: handle_route_context_error,
             StorageUnavailableError: handle_storage_unavailable,
             **dict.fromkeys(SERVICE_ERRORS, handle_service_unavailable),
             404: handle_not_found,
@@ -169,4 +173,4 @@ async def _starlette_http_error(request: Request, exc: Exception) -> Response:
         return await handle_not_found(request, exc)
     if exc.status_code == 405:
         return await handle_method_not_allowed(request, exc)
-    return error_response(exc.status_code, str(exc.detail))
+    return error_response(exc.status_code, str(exc.detail), headers=exc.headers)

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from oracle_core import RouteContextError, RouteError
 from oracle_server._errors import SERVICE_ERRORS, HTTPError, error_response
 from oracle_server._persistence import StorageUnavailableError
 
@@ -24,6 +25,8 @@ __all__ = [
     "handle_http_error",
     "handle_method_not_allowed",
     "handle_not_found",
+    "handle_route_context_error",
+    "handle_route_error",
     "handle_service_unavailable",
     "handle_storage_unavailable",
     "service_unavailable_response",
@@ -34,6 +37,23 @@ async def handle_http_error(request: Request, exc: Exception) -> Response:
     """Starlette exception handler for ``HTTPError``."""
     assert isinstance(exc, HTTPError)
     return exc.response()
+
+
+async def handle_route_error(request: Request, exc: Exception) -> Response:
+    """A plugin route refused the request (``RouteError``): its status, message, code and
+    headers in the client's error shape."""
+    assert isinstance(exc, RouteError)
+    return error_response(exc.status, exc.message, headers=exc.headers, code=exc.code)
+
+
+async def handle_route_context_error(request: Request, exc: Exception) -> Response:
+    """A plugin route asked ``route_context`` for a user the request does not have (401), or
+    the app exposes no runtime (500, a deployment error)."""
+    assert isinstance(exc, RouteContextError)
+    if exc.code == "route.unauthenticated":
+        return error_response(401, "Missing UCAN authentication", code=exc.code)
+    logger.error("%s: %s %s", exc.code, request.method, request.url.path)
+    return error_response(500, INTERNAL_ERROR, code=exc.code)
 
 
 STORAGE_UNAVAILABLE = "Conversation storage temporarily unavailable"
