@@ -251,9 +251,9 @@ CASES = [
         load="composio",
         remote_memory=True,
     ),
-    Case("vfs embedded (local mode), the ten tools", vfs),
+    Case("vfs embedded (local mode)", vfs),
     Case(
-        "vfs next to sandbox (ten tools + the two bridge tools)",
+        "vfs next to sandbox (+ bridge tools)",
         sandbox_vfs,
         base=sandbox,
         base_label="sandbox",
